@@ -1,0 +1,55 @@
+# perflake: two commands on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+export PERFLAKE_HOME ?= $(CURDIR)/data
+export AIRFLOW_HOME ?= $(PERFLAKE_HOME)/airflow
+export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
+export AIRFLOW__CORE__LOAD_EXAMPLES := False
+export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN ?= sqlite:///$(AIRFLOW_HOME)/airflow.db
+
+.PHONY: setup demo test test-fast sql sql-server sql-server-stop pools airflow lock clean help
+
+help:
+	@echo "make demo | make test | make sql Q='SELECT ...' | make sql-server | make sql-server-stop | make pools | make airflow"
+
+# The venv is built from the lock (constraints.txt) once; the stamp marks it complete.
+$(VENV)/.installed: pyproject.toml constraints.txt
+	python3.11 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade "pip==26.3"
+	$(PY) -m pip install --quiet -c constraints.txt -e .
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	$(VENV)/bin/perflake demo
+
+test: setup
+	$(PY) -m pytest tests
+
+test-fast: setup
+	$(PY) -m pytest tests -m "not slow"
+
+sql: setup
+	@test -n "$(Q)" || (echo 'usage: make sql Q="SELECT ..." [ENGINE=duckdb]'; exit 2)
+	$(VENV)/bin/perflake sql --engine $(or $(ENGINE),spark) "$(Q)"
+
+sql-server: setup
+	$(VENV)/bin/perflake sql-server start
+
+sql-server-stop: setup
+	$(VENV)/bin/perflake sql-server stop
+
+pools: setup
+	$(VENV)/bin/perflake pools
+
+airflow: setup
+	$(VENV)/bin/airflow standalone
+
+# Regenerate the lock from the current, tested venv.
+lock:
+	$(PY) -m pip freeze --exclude-editable | grep -v '^perflake' > constraints.txt
+
+clean:
+	rm -rf data spark-warehouse metastore_db derby.log

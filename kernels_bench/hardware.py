@@ -1,0 +1,63 @@
+"""The hardware catalog (kernels_bench/hardware.yaml): peak figures of named GPUs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+CATALOG_PATH = Path(__file__).parent / "hardware.yaml"
+_REQUIRED = ("name", "peak_tflops", "memory_bandwidth_gbps", "source")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    sku: str
+    name: str
+    device_kind: str
+    peak_tflops: dict[str, float]
+    memory_bandwidth_gbps: float
+    l2_bytes: int | None
+    sm_count: int | None
+    memory_bytes: int | None
+    board_power_w: float | None
+    sm_clock_default_mhz: int | None
+    source: str
+
+    def roofline_ns(self, flops: float, bytes_: float, dtype: str) -> float:
+        """Lower bound of a call's time: the slower of compute and memory traffic."""
+        peak = self.peak_tflops.get(dtype) or self.peak_tflops.get("fp32")
+        compute = flops / (peak * 1e12) if flops else 0.0
+        memory = bytes_ / (self.memory_bandwidth_gbps * 1e9) if bytes_ else 0.0
+        return max(compute, memory) * 1e9
+
+
+@lru_cache(maxsize=4)
+def load_catalog(path: str | None = None) -> dict[str, Hardware]:
+    p = Path(path) if path else CATALOG_PATH
+    doc = yaml.safe_load(p.read_text()) or {}
+    out = {}
+    for sku, spec in doc.items():
+        missing = [k for k in _REQUIRED if k not in (spec or {})]
+        if missing:
+            raise ValueError(f"{p}: {sku}: missing {missing}")
+        out[sku] = Hardware(
+            sku=sku, name=spec["name"], device_kind=spec.get("device_kind", "gpu"),
+            peak_tflops={k: float(v) for k, v in spec["peak_tflops"].items()},
+            memory_bandwidth_gbps=float(spec["memory_bandwidth_gbps"]),
+            l2_bytes=spec.get("l2_bytes"), sm_count=spec.get("sm_count"),
+            memory_bytes=spec.get("memory_bytes"), board_power_w=_float(spec.get("board_power_w")),
+            sm_clock_default_mhz=spec.get("sm_clock_default_mhz"), source=spec["source"])
+    return out
+
+
+def _float(v) -> float | None:
+    return None if v is None else float(v)
+
+
+def hardware(sku: str) -> Hardware:
+    cat = load_catalog()
+    if sku not in cat:
+        raise KeyError(f"unknown GPU SKU {sku!r}; the catalog has {sorted(cat)}")
+    return cat[sku]

@@ -1,0 +1,73 @@
+"""Measure one case on a real device (cpu or cuda): correctness first, then warm-up,
+then samples until the stopping rule says stop. Runs inside the worker child process."""
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+
+from kernels_bench.case import Case
+from kernels_bench.kernels import Unsupported, kernel_for
+from kernels_bench.stopping import StoppingRule, StoppingState
+from kernels_bench.telemetry import Observer
+from kernels_bench.timing import make_timer
+
+
+@dataclass
+class CaseOutcome:
+    """What happened to one case. `samples` rows carry latency and telemetry."""
+
+    status: str
+    error: str | None = None
+    correct: bool | None = None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    tolerance: float | None = None
+    stop_reason: str | None = None
+    samples: list[dict] = field(default_factory=list)
+
+
+def measure_case(case: Case, device: str, rule: StoppingRule, observer: Observer,
+                 warmup: int = 3, timer_mode: str = "cold") -> CaseOutcome:
+    try:
+        prepared = kernel_for(case.kernel).prepare(case, device)
+        check = prepared.check()
+    except Unsupported as e:
+        return CaseOutcome(status="skipped", error=str(e))
+    except MemoryError as e:
+        return CaseOutcome(status="oom", error=f"MemoryError: {e}")
+    except Exception as e:
+        return _failure(e)
+    outcome = CaseOutcome(status="ok", correct=check.correct, max_abs_error=check.max_abs_error,
+                          max_rel_error=check.max_rel_error, tolerance=check.tolerance)
+    try:
+        timer = make_timer(prepared.fn, device, timer_mode)
+        for _ in range(warmup):
+            prepared.fn()
+        state = StoppingState(rule)
+        observer.before_case()
+        t_start = time.monotonic()
+        while state.reason is None:
+            ns = timer.sample_ns()
+            r = observer.reading()
+            outcome.samples.append({
+                "iteration": state.n, "latency_ns": ns, "sm_clock_mhz": r.sm_clock_mhz,
+                "temperature_c": r.temperature_c, "power_w": r.power_w,
+                "throttled": observer.throttled(r)})
+            state.add(ns * 1e-9, time.monotonic() - t_start)
+        observer.after_case()
+        outcome.stop_reason = state.reason
+    except MemoryError as e:
+        return CaseOutcome(status="oom", error=f"MemoryError: {e}")
+    except Exception as e:
+        return _failure(e)
+    return outcome
+
+
+def _failure(e: BaseException) -> CaseOutcome:
+    name = type(e).__name__
+    text = str(e).lower()
+    oom = "OutOfMemory" in name or "out of memory" in text or "can't allocate memory" in text
+    status = "oom" if oom else "failed"
+    tb = traceback.format_exception_only(type(e), e)[-1].strip()
+    return CaseOutcome(status=status, error=tb[:2000])

@@ -1,0 +1,140 @@
+"""The simulated device: samples from a roofline model of a catalog GPU, with realistic
+noise, for demos, scale benchmarks and the tests of history-based features.
+
+Every number it produces is labelled `device_kind = simulated`. What it models:
+- the time of a call: roofline bound / efficiency + launch overhead, where efficiency
+  grows with problem size and carries a per-SKU, per-family factor (the "truth" that
+  projections must recover);
+- per-sample noise: log-normal jitter plus a heavy right tail (preemption-like spikes);
+- bimodality: some cases land in one of two modes per run (e.g. a tile heuristic);
+- throttling episodes: a stretch of samples at a lower SM clock, slower, flagged;
+- run-to-run drift: a small per-run factor;
+- injected regressions with known ground truth: `Injection(match, since, factor)`.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kernels_bench.case import Case
+from kernels_bench.hardware import Hardware, hardware
+from kernels_bench.kernels import kernel_for
+from kernels_bench.measure import CaseOutcome
+from kernels_bench.stopping import StoppingRule
+
+LAUNCH_OVERHEAD_NS = 2_500.0
+THROTTLE_CLOCK_FRACTION = 0.6
+
+
+def _unit(*parts: object) -> float:
+    """A deterministic number in [0, 1) from the parts (stable across processes)."""
+    h = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(h[:8], "big") / 2**64
+
+
+def _seed(*parts: object) -> int:
+    return int(_unit(*parts) * 2**63)
+
+
+@dataclass(frozen=True)
+class Injection:
+    """Make matching cases `factor` times slower from date `since` (YYYY-MM-DD) on."""
+
+    match: dict
+    since: str
+    factor: float
+
+    def applies(self, case: Case, dt: str) -> bool:
+        flat = {"family": case.family, "kernel": case.kernel, "backend": case.backend,
+                "dtype": case.dtype, **case.p}
+        return dt >= self.since and all(str(flat.get(k)) == str(v) for k, v in self.match.items())
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    jitter_sigma: float = 0.006       # log-normal sigma of each sample
+    tail_prob: float = 0.02           # chance of a spike per sample
+    tail_scale: float = 0.15          # mean relative size of a spike
+    bimodal_share: float = 0.10       # share of cases with two modes across runs
+    bimodal_gap: float = 0.03         # distance between the modes
+    throttle_prob: float = 0.03       # chance of a throttling episode per case run
+    drift_sigma: float = 0.002        # run-to-run drift
+
+
+def efficiency(hw: Hardware, case: Case) -> tuple[float, float]:
+    """Fractions of peak compute and of peak bandwidth reached: both grow with problem
+    size (tile and wave quantisation, launch ramp), scaled per SKU and family."""
+    p = case.p
+    sku_factor = 0.85 + 0.15 * _unit("sku-eff", hw.sku, case.family)
+    size_bytes = kernel_for(case.kernel).bytes(case)
+    memory = 0.92 * size_bytes / (size_bytes + 8e6)
+    if case.family == "gemm":
+        size = min(int(p["m"]), int(p["n"]), int(p["k"]))
+        compute = 0.88 * size / (size + 96.0)
+    else:
+        compute = 0.6
+    return compute * sku_factor, memory * sku_factor
+
+
+def mean_latency_ns(hw: Hardware, case: Case) -> float:
+    k = kernel_for(case.kernel)
+    eff_c, eff_m = efficiency(hw, case)
+    peak = hw.peak_tflops.get(case.dtype) or hw.peak_tflops["fp32"]
+    compute_ns = k.flops(case) / (peak * 1e3 * max(eff_c, 1e-3))
+    memory_ns = k.bytes(case) / (hw.memory_bandwidth_gbps * max(eff_m, 1e-3))
+    return max(compute_ns, memory_ns) + LAUNCH_OVERHEAD_NS
+
+
+@dataclass
+class SimDevice:
+    sku: str
+    noise: NoiseModel = field(default_factory=NoiseModel)
+    injections: tuple[Injection, ...] = ()
+
+    def __post_init__(self):
+        self.hw = hardware(self.sku)
+
+    def measure(self, case: Case, rule: StoppingRule, run_id: str, dt: str, attempt: int = 1) -> CaseOutcome:
+        nm, hw = self.noise, self.hw
+        rng = np.random.default_rng(_seed("samples", self.sku, case.case_id, run_id, attempt))
+        level = mean_latency_ns(hw, case)
+        level *= math.exp(rng.normal(0.0, nm.drift_sigma))
+        if _unit("bimodal", case.case_id) < nm.bimodal_share and rng.random() < 0.5:
+            level *= 1.0 + nm.bimodal_gap
+        for inj in self.injections:
+            if inj.applies(case, dt):
+                level *= inj.factor
+        n = min(rule.max_samples, max(rule.min_samples, int(rule.min_time_s * 1e9 / level) + 1))
+        lat = level * np.exp(rng.normal(0.0, nm.jitter_sigma, n))
+        spikes = rng.random(n) < nm.tail_prob
+        lat[spikes] *= 1.0 + rng.exponential(nm.tail_scale, spikes.sum())
+        clock = np.full(n, float(hw.sm_clock_default_mhz or 1500)) * (1 + rng.normal(0, 0.003, n))
+        if rng.random() < nm.throttle_prob and n >= 4:
+            start = int(rng.integers(0, n // 2))
+            stop = min(n, start + max(2, n // 4))
+            clock[start:stop] *= THROTTLE_CLOCK_FRACTION
+            lat[start:stop] /= THROTTLE_CLOCK_FRACTION
+        stop_reason = self._stop_reason(lat, rule)
+        temp = 55.0 + 25.0 * _unit("temp", case.case_id) + rng.normal(0, 0.5, n)
+        power = self._power(case, level) * (1 + rng.normal(0, 0.02, n))
+        default_clock = hw.sm_clock_default_mhz or 1500
+        samples = [{"iteration": i, "latency_ns": int(lat[i]), "sm_clock_mhz": int(clock[i]),
+                    "temperature_c": float(temp[i]), "power_w": float(power[i]),
+                    "throttled": bool(clock[i] < 0.75 * default_clock)} for i in range(n)]
+        return CaseOutcome(status="ok", correct=True, max_abs_error=0.0, max_rel_error=0.0, tolerance=0.0,
+                           stop_reason=stop_reason, samples=samples)
+
+    def _power(self, case: Case, level_ns: float) -> float:
+        # Busier kernels (closer to their roofline) draw closer to the board limit.
+        limit = self.hw.board_power_w or 500.0
+        return limit * (0.35 + 0.6 * max(efficiency(self.hw, case)))
+
+    @staticmethod
+    def _stop_reason(lat: np.ndarray, rule: StoppingRule) -> str:
+        if len(lat) >= rule.max_samples:
+            return "max_samples"
+        mean, sd = lat.mean(), lat.std(ddof=1) if len(lat) > 1 else math.inf
+        return "noise" if sd / mean <= rule.max_noise else "min_time"

@@ -1,0 +1,1 @@
+"""perflake's library: configuration, planning, landing, mining, SQL, reports, CLI."""

@@ -1,0 +1,91 @@
+"""The `perflake` command line.
+
+Examples:
+  perflake demo                                   # the nightly sweep on the embedded default
+  perflake sql "SELECT kernel, dtype, median_ns FROM perf.case_stats LIMIT 5"
+  perflake sql --engine duckdb "SELECT count(*) FROM perf.samples"
+  perflake mine --date 2026-11-22
+  perflake detect-changes history.csv --column median_ns
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pipelines.lake import Lake
+
+
+def _cmd_sql(args) -> int:
+    from pipelines.sql import run_query, format_rows
+
+    columns, rows = run_query(args.query, engine=args.engine, lake=Lake.from_env())
+    print(format_rows(columns, rows, fmt=args.format))
+    return 0
+
+
+def _cmd_mine(args) -> int:
+    from pipelines.mine import mine
+    from pipelines.spark import get_spark
+
+    lake = Lake.from_env()
+    summary = mine(get_spark(lake), lake, args.date, args.pool or None)
+    print(json.dumps(summary.__dict__, indent=2))
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    from pipelines.demo import run_demo
+
+    return run_demo(lake=Lake.from_env())
+
+
+def _cmd_detect(args) -> int:
+    import pandas as pd
+
+    from pipelines.changepoint import detect
+
+    values = pd.read_csv(args.file)[args.column].to_numpy(dtype=float)
+    changes = detect(values)
+    print(json.dumps({"changes": [c.index for c in changes],
+                      "details": [c.__dict__ for c in changes]}, default=str, indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="perflake", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("sql", help="run a read-only query over the published tables")
+    p.add_argument("query")
+    p.add_argument("--engine", choices=["spark", "duckdb"], default="spark")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.set_defaults(func=_cmd_sql)
+
+    p = sub.add_parser("mine", help="run the mining job for one date")
+    p.add_argument("--date", required=True, help="YYYY-MM-DD")
+    p.add_argument("--pool", action="append", help="limit to these pools (repeatable)")
+    p.set_defaults(func=_cmd_mine)
+
+    p = sub.add_parser("demo", help="run nightly_sweep on the embedded default and query the result")
+    p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("detect-changes", help="change points of one column of a CSV, as JSON")
+    p.add_argument("file")
+    p.add_argument("--column", required=True)
+    p.set_defaults(func=_cmd_detect)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, KeyError, FileNotFoundError) as e:
+        print(f"perflake {args.cmd}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

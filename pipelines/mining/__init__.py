@@ -1,0 +1,1 @@
+"""The mining jobs' DataFrame transformations: pure functions, DataFrame in, DataFrame out."""

@@ -1,0 +1,42 @@
+"""Clean: enforce the landing schema, reject invalid rows with a reason, deduplicate."""
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+SAMPLE_KEYS = ("run_id", "case_id", "attempt", "iteration")
+
+
+def _sample_reject_reason() -> Column:
+    lat = F.col("latency_ns")
+    return (F.when(F.col("run_id").isNull() | F.col("case_id").isNull(), F.lit("missing run_id or case_id"))
+            .when(F.col("iteration").isNull() | (F.col("iteration") < 0), F.lit("missing or negative iteration"))
+            .when(lat.isNull(), F.lit("latency_ns is null"))
+            .when(F.isnan(lat.cast("double")) | (F.abs(lat.cast("double")) == float("inf")),
+                  F.lit("latency_ns is not finite"))
+            .when(lat <= 0, F.concat(F.lit("latency_ns is not positive: "), lat.cast("string"))))
+
+
+def clean_samples(samples: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Split samples into (good, rejected). Good rows are unique on (run, case, attempt,
+    iteration); a duplicate keeps one copy. Rejected rows carry `reason`."""
+    tagged = samples.withColumn("_reason", _sample_reject_reason())
+    rejected = tagged.where(F.col("_reason").isNotNull()).withColumnRenamed("_reason", "reason")
+    good = tagged.where(F.col("_reason").isNull()).drop("_reason").dropDuplicates(list(SAMPLE_KEYS))
+    return good, rejected
+
+
+def latest_attempt(df: DataFrame, keys: tuple[str, ...] = ("run_id", "case_id")) -> DataFrame:
+    """Keep only the highest attempt per key: a rerun of a shard supersedes the earlier try."""
+    w = Window.partitionBy(*keys)
+    return df.withColumn("_max_attempt", F.max("attempt").over(w)).where(
+        F.col("attempt") == F.col("_max_attempt")).drop("_max_attempt")
+
+
+def to_quarantine(rejected: DataFrame, source: Column, ingested_at: Column, dt: Column) -> DataFrame:
+    """Rows in the quarantine table's shape: the whole raw record as JSON, and why."""
+    payload = [c for c in rejected.columns if c not in ("reason", "_source")]
+    return rejected.select(
+        source.alias("source"), F.col("reason"),
+        F.to_json(F.struct(*[F.col(c) for c in payload])).alias("record"),
+        ingested_at.alias("ingested_at"), dt.alias("dt"))

@@ -1,0 +1,45 @@
+"""The Spark session: local mode by default, any master via $PERFLAKE_SPARK_MASTER, with
+the Hive catalog (embedded metastore under the lake) so tables outlive the session."""
+from __future__ import annotations
+
+import os
+
+from pipelines.lake import Lake
+
+DATABASE = "perf"
+
+
+def spark_conf(lake: Lake) -> dict[str, str]:
+    ms = lake.metastore
+    return {
+        "spark.sql.warehouse.dir": str(lake.warehouse),
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={ms}/metastore_db;create=true",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={ms} -Dderby.stream.error.file={ms}/derby.log",
+        "spark.sql.sources.partitionOverwriteMode": "dynamic",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": os.environ.get("PERFLAKE_SHUFFLE_PARTITIONS", "8"),
+        "spark.ui.enabled": "false",
+        "spark.sql.parquet.compression.codec": "zstd",
+        "spark.sql.files.maxRecordsPerFile": "5000000",
+    }
+
+
+def get_spark(lake: Lake, app: str = "perflake"):
+    """The process's session for this lake (created once, then reused)."""
+    from pyspark.sql import SparkSession
+
+    lake.metastore.mkdir(parents=True, exist_ok=True)
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        current = active.conf.get("spark.sql.warehouse.dir")
+        if current.removeprefix("file:") != str(lake.warehouse):
+            raise RuntimeError(f"a Spark session for lake {current} is already running in this process; "
+                               f"cannot switch to {lake.warehouse}")
+        return active
+    builder = SparkSession.builder.appName(app).master(os.environ.get("PERFLAKE_SPARK_MASTER", "local[2]"))
+    for k, v in spark_conf(lake).items():
+        builder = builder.config(k, v)
+    spark = builder.enableHiveSupport().getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
+    return spark

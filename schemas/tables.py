@@ -1,0 +1,276 @@
+"""The one definition of every perflake table.
+
+Each table is a list of typed, documented columns plus its partition columns and a
+version. Arrow schemas (for the harness and landing) and Spark schemas (for the mining
+jobs) are derived from these definitions, never written by hand elsewhere.
+
+This module imports only pyarrow so that a bare GPU worker can use it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+# Logical type name -> Arrow type. Spark types are derived in schemas/spark.py.
+_ARROW_TYPES = {
+    "string": pa.string(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "float64": pa.float64(),
+    "bool": pa.bool_(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "map<string,string>": pa.map_(pa.string(), pa.string()),
+    "array<string>": pa.list_(pa.string()),
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    doc: str
+    nullable: bool = True
+
+    def __post_init__(self) -> None:
+        if self.type not in _ARROW_TYPES:
+            raise ValueError(f"column {self.name!r}: unknown type {self.type!r}")
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    grain: str
+    version: int
+    columns: tuple[Column, ...]
+    partition_by: tuple[str, ...] = ()
+    keys: tuple[str, ...] = field(default=())
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(f"table {self.name}: no column {name!r}")
+
+    def arrow_schema(self, *, with_partitions: bool = True) -> pa.Schema:
+        cols = [c for c in self.columns if with_partitions or c.name not in self.partition_by]
+        return pa.schema(
+            [pa.field(c.name, _ARROW_TYPES[c.type], nullable=c.nullable) for c in cols],
+            metadata={"perflake.table": self.name, "perflake.version": str(self.version)},
+        )
+
+
+def _c(name: str, type_: str, doc: str, nullable: bool = True) -> Column:
+    return Column(name, type_, doc, nullable)
+
+
+# Provenance shared by the landed `runs` rows and the published `runs` table.
+RUNS = Table(
+    name="runs",
+    grain="one row per shard run",
+    version=1,
+    keys=("run_id", "shard", "attempt"),
+    partition_by=("dt", "pool"),
+    columns=(
+        _c("run_id", "string", "sweep run id, shared by all shards of one DAG run", False),
+        _c("dag_run_id", "string", "Airflow DAG run id, or 'cli' outside Airflow"),
+        _c("shard", "int32", "shard index within the run", False),
+        _c("num_shards", "int32", "number of shards the run was split into", False),
+        _c("attempt", "int32", "try number of the shard (1 = first)", False),
+        _c("pool", "string", "GPU pool the shard ran on", False),
+        _c("reason", "string", "nightly, backfill, rerun, manual or import", False),
+        _c("suite", "string", "suite name", False),
+        _c("started_at", "timestamp", "UTC start of the shard", False),
+        _c("finished_at", "timestamp", "UTC end of the shard", False),
+        _c("host", "string", "host name of the worker"),
+        _c("device_kind", "string", "gpu, cpu or simulated", False),
+        _c("device", "string", "device string given to the harness (cpu, cuda:0, sim:H100-SXM5-80GB)"),
+        _c("gpu_name", "string", "GPU marketing name, or the CPU model on cpu"),
+        _c("gpu_uuid", "string", "GPU UUID"),
+        _c("gpu_sku", "string", "hardware catalog SKU"),
+        _c("pci_bus_id", "string", "PCI bus id"),
+        _c("sm_count", "int32", "streaming multiprocessors (cores on cpu)"),
+        _c("l2_bytes", "int64", "L2 cache size"),
+        _c("memory_bytes", "int64", "device memory"),
+        _c("sm_clock_default_mhz", "int32", "default (application) SM clock"),
+        _c("sm_clock_max_mhz", "int32", "maximum SM clock"),
+        _c("power_limit_w", "float64", "enforced power limit"),
+        _c("ecc_enabled", "bool", "ECC mode"),
+        _c("mig_enabled", "bool", "MIG mode"),
+        _c("driver_version", "string", "NVIDIA driver"),
+        _c("cuda_version", "string", "CUDA runtime torch was built with"),
+        _c("cudnn_version", "string", "cuDNN"),
+        _c("nccl_version", "string", "NCCL"),
+        _c("torch_version", "string", "torch"),
+        _c("triton_version", "string", "triton"),
+        _c("python_version", "string", "Python"),
+        _c("harness_commit", "string", "git commit of the harness"),
+        _c("env", "map<string,string>", "environment variables that change performance"),
+        _c("hardware_fingerprint", "string", "hash of the hardware identity (sku, clocks, limits)", False),
+        _c("software_fingerprint", "string", "hash of the perf-affecting software versions", False),
+        _c("status", "string", "ok, partial (some cases failed) or failed", False),
+        _c("cases_planned", "int32", "cases in the shard"),
+        _c("cases_ok", "int32", "cases measured successfully"),
+        _c("dt", "string", "partition: run date YYYY-MM-DD (UTC)", False),
+    ),
+)
+
+# One row per case x attempt in a shard: what was run and how it ended. Failures land
+# here with their error, so nothing that was attempted is ever silently missing.
+CASE_RESULTS = Table(
+    name="case_results",
+    grain="one row per case attempt in a shard run",
+    version=1,
+    keys=("run_id", "case_id", "attempt"),
+    partition_by=("dt", "pool"),
+    columns=(
+        _c("run_id", "string", "sweep run id", False),
+        _c("shard", "int32", "shard index", False),
+        _c("case_id", "string", "stable hash of kernel and parameters", False),
+        _c("attempt", "int32", "shard try number", False),
+        _c("suite", "string", "suite the case came from"),
+        _c("family", "string", "gemm, attention, memory, norm, collective", False),
+        _c("kernel", "string", "kernel name, e.g. matmul", False),
+        _c("backend", "string", "implementation, e.g. torch, sdpa-flash", False),
+        _c("dtype", "string", "data type", False),
+        _c("params", "map<string,string>", "all case parameters as strings", False),
+        _c("flops_per_call", "float64", "floating point operations per call"),
+        _c("bytes_per_call", "float64", "bytes moved per call (compulsory traffic)"),
+        _c("status", "string", "ok, failed, skipped, timeout, oom, crashed", False),
+        _c("error", "string", "error text when status is not ok"),
+        _c("correct", "bool", "result matched the higher-precision reference"),
+        _c("max_abs_error", "float64", "max absolute error against the reference"),
+        _c("max_rel_error", "float64", "max relative error against the reference"),
+        _c("tolerance", "float64", "tolerance used for the correctness check"),
+        _c("stop_reason", "string", "why sampling stopped: noise, max_samples, timeout, ..."),
+        _c("n_samples", "int32", "samples measured"),
+        _c("dt", "string", "partition: run date", False),
+        _c("pool", "string", "partition: pool", False),
+    ),
+)
+
+SAMPLES = Table(
+    name="samples",
+    grain="one row per timed iteration",
+    version=1,
+    keys=("run_id", "case_id", "attempt", "iteration"),
+    partition_by=("dt", "pool"),
+    columns=(
+        _c("run_id", "string", "sweep run id", False),
+        _c("case_id", "string", "case hash", False),
+        _c("attempt", "int32", "shard try number", False),
+        _c("iteration", "int32", "0-based timed iteration", False),
+        _c("latency_ns", "int64", "measured time of one call in nanoseconds", False),
+        _c("sm_clock_mhz", "int32", "SM clock during the sample, where measured"),
+        _c("temperature_c", "float64", "GPU temperature, where measured"),
+        _c("power_w", "float64", "board power, where measured"),
+        _c("throttled", "bool", "SM clock under 75 % of default during the sample", False),
+        _c("outlier", "bool", "robust outlier within its case (set by mining; null when landed)"),
+        _c("device_kind", "string", "gpu, cpu or simulated", False),
+        _c("dt", "string", "partition: run date", False),
+        _c("pool", "string", "partition: pool", False),
+    ),
+)
+
+# Published tables below are written by the Spark jobs.
+CASES = Table(
+    name="cases",
+    grain="one row per benchmark case",
+    version=1,
+    keys=("case_id",),
+    columns=(
+        _c("case_id", "string", "stable hash of kernel and parameters", False),
+        _c("family", "string", "kernel family", False),
+        _c("kernel", "string", "kernel", False),
+        _c("backend", "string", "backend", False),
+        _c("dtype", "string", "data type", False),
+        _c("params", "map<string,string>", "parameters", False),
+        _c("m", "int64", "GEMM M (promoted from params)"),
+        _c("n", "int64", "GEMM N"),
+        _c("k", "int64", "GEMM K"),
+        _c("batch", "int64", "batch size"),
+        _c("flops_per_call", "float64", "flops per call"),
+        _c("bytes_per_call", "float64", "bytes per call"),
+    ),
+)
+
+CASE_STATS = Table(
+    name="case_stats",
+    grain="one row per run x case x attempt",
+    version=1,
+    keys=("run_id", "case_id", "attempt"),
+    partition_by=("dt", "pool"),
+    columns=(
+        _c("run_id", "string", "sweep run id", False),
+        _c("case_id", "string", "case hash", False),
+        _c("attempt", "int32", "shard try number", False),
+        _c("family", "string", "kernel family"),
+        _c("kernel", "string", "kernel"),
+        _c("backend", "string", "backend"),
+        _c("dtype", "string", "dtype"),
+        _c("device_kind", "string", "gpu, cpu or simulated"),
+        _c("gpu_sku", "string", "hardware SKU"),
+        _c("status", "string", "ok, failed, skipped, timeout, oom, crashed", False),
+        _c("error", "string", "error when not ok"),
+        _c("correct", "bool", "correctness check passed"),
+        _c("n", "int64", "samples measured"),
+        _c("n_kept", "int64", "samples kept after throttle and outlier filtering"),
+        _c("median_ns", "float64", "median latency of kept samples"),
+        _c("p10_ns", "float64", "10th percentile"),
+        _c("p90_ns", "float64", "90th percentile"),
+        _c("iqr_ns", "float64", "interquartile range"),
+        _c("mean_ns", "float64", "mean"),
+        _c("stdev_ns", "float64", "sample standard deviation"),
+        _c("rel_noise", "float64", "IQR / median"),
+        _c("median_ci_low_ns", "float64", "95 % order-statistic CI of the median, low"),
+        _c("median_ci_high_ns", "float64", "95 % order-statistic CI of the median, high"),
+        _c("flops_per_call", "float64", "flops per call"),
+        _c("bytes_per_call", "float64", "bytes per call"),
+        _c("tflops", "float64", "TFLOP/s at the median"),
+        _c("gbps", "float64", "GB/s at the median"),
+        _c("pct_of_peak", "float64", "percent of the hardware's roofline bound at the median"),
+        _c("stable", "bool", "rel_noise under the stability threshold"),
+        _c("dt", "string", "partition: run date", False),
+        _c("pool", "string", "partition: pool", False),
+    ),
+)
+
+QUARANTINE = Table(
+    name="quarantine",
+    grain="one row per rejected row or file",
+    version=1,
+    partition_by=("dt", "stage"),
+    columns=(
+        _c("source", "string", "file or table the record came from", False),
+        _c("reason", "string", "why it was rejected", False),
+        _c("record", "string", "the raw record as JSON", False),
+        _c("ingested_at", "timestamp", "UTC time of rejection", False),
+        _c("dt", "string", "partition: date of the batch", False),
+        _c("stage", "string", "partition: where it was rejected (mine, ingest)", False),
+    ),
+)
+
+HARDWARE = Table(
+    name="hardware",
+    grain="one row per GPU model",
+    version=1,
+    keys=("sku",),
+    columns=(
+        _c("sku", "string", "catalog SKU", False),
+        _c("name", "string", "marketing name"),
+        _c("device_kind", "string", "gpu or cpu"),
+        _c("peak_tflops", "map<string,string>", "dense peak TFLOP/s per dtype"),
+        _c("memory_bandwidth_gbps", "float64", "peak DRAM bandwidth GB/s"),
+        _c("l2_bytes", "int64", "L2 size"),
+        _c("sm_count", "int32", "SMs"),
+        _c("memory_bytes", "int64", "memory size"),
+        _c("board_power_w", "float64", "board power limit"),
+        _c("source", "string", "where the figures come from"),
+    ),
+)
+
+ALL_TABLES = {t.name: t for t in (RUNS, CASE_RESULTS, SAMPLES, CASES, CASE_STATS, QUARANTINE, HARDWARE)}
