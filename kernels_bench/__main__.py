@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--shard", type=_shard, default=(0, 1), help="I/N")
     run.add_argument("--out", required=True)
     run.add_argument("--kernel", help="glob over kernel names")
+    run.add_argument("--cases", default=None, help="comma-separated case ids to run (a subset of the suite)")
     run.add_argument("--run-id", default=None)
     run.add_argument("--pool", default="adhoc")
     run.add_argument("--reason", default="manual", choices=["nightly", "backfill", "rerun", "manual", "import"])
@@ -53,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
                      help='sim only: JSON list of {"match": {...}, "since": "YYYY-MM-DD", "factor": 1.05}')
     args = ap.parse_args(argv)
     try:
-        suite = load_suite(args.suite).filter(args.kernel)
+        case_ids = args.cases.split(",") if getattr(args, "cases", None) else None
+        suite = load_suite(args.suite).filter(args.kernel, case_ids)
     except SuiteError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -62,12 +62,13 @@ class Suite:
             random.Random(seed).shuffle(mine)
         return mine
 
-    def filter(self, kernel_pattern: str | None) -> "Suite":
-        if not kernel_pattern:
-            return self
+    def filter(self, kernel_pattern: str | None = None, case_ids: list[str] | None = None) -> "Suite":
+        """The cases whose kernel matches the glob and whose id is listed (when given)."""
         import fnmatch
 
-        kept = tuple(pc for pc in self.cases if fnmatch.fnmatch(pc.case.kernel, kernel_pattern))
+        kept = tuple(pc for pc in self.cases
+                     if (not kernel_pattern or fnmatch.fnmatch(pc.case.kernel, kernel_pattern))
+                     and (not case_ids or pc.case.case_id in case_ids))
         return Suite(self.name, kept, self.stopping, self.source)
 
 

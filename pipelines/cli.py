@@ -40,6 +40,15 @@ def _cmd_demo(args) -> int:
     return run_demo(lake=Lake.from_env())
 
 
+def _cmd_pools(args) -> int:
+    from pipelines.airflow_env import prepare_airflow, sync_pools
+
+    prepare_airflow(Lake.from_env())
+    for name in sync_pools():
+        print(f"pool {name}: created or updated")
+    return 0
+
+
 def _cmd_detect(args) -> int:
     import pandas as pd
 
@@ -70,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="run nightly_sweep on the embedded default and query the result")
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("pools", help="create or update the Airflow pools from the pool registry")
+    p.set_defaults(func=_cmd_pools)
 
     p = sub.add_parser("detect-changes", help="change points of one column of a CSV, as JSON")
     p.add_argument("file")

@@ -17,6 +17,11 @@ DEMO_QUERY = ("SELECT kernel, dtype, params['m'] AS m, params['n'] AS n, params[
 
 
 def load_dag(name: str):
+    """The DAG object of dags/<name>.py, loaded as the DAG processor would (dags/ on the path)."""
+    import sys
+
+    if str(DAGS_DIR) not in sys.path:
+        sys.path.insert(0, str(DAGS_DIR))
     spec = importlib.util.spec_from_file_location(f"perflake_dag_{name}", DAGS_DIR / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

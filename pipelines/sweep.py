@@ -22,7 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def plan_shards(*, run_id: str, dt: str, pool: str, suites: list[str], reason: str,
                 kernel: str | None = None, stopping: dict | None = None, inject: list | None = None,
-                max_shards: int | None = None) -> list[dict]:
+                case_ids: list[str] | None = None, max_shards: int | None = None) -> list[dict]:
     """One dict per shard (JSON-serialisable, for Airflow's dynamic task mapping)."""
     from kernels_bench.suite import load_suite
 
@@ -31,14 +31,14 @@ def plan_shards(*, run_id: str, dt: str, pool: str, suites: list[str], reason: s
     safe_date(dt)
     shards = []
     for suite_name in suites:
-        suite = load_suite(suite_name).filter(kernel)
+        suite = load_suite(suite_name).filter(kernel, case_ids)
         if not suite.cases:
             continue
         n = max(1, min(max_shards or p.slots, ceil(len(suite.cases) / MIN_CASES_PER_SHARD)))
         for i in range(n):
             shards.append({"run_id": run_id, "dt": dt, "pool": pool, "suite": suite.name, "kernel": kernel,
                            "shard": i, "num_shards": n, "reason": reason, "stopping": stopping,
-                           "inject": inject})
+                           "inject": inject, "cases": case_ids})
     # Shard numbers are unique within the run so that each lands in its own file.
     for global_index, s in enumerate(shards):
         s["landing_shard"] = global_index
@@ -69,6 +69,8 @@ def run_shard(shard: dict, lake: Lake, *, attempt: int = 1, dag_run_id: str = "c
                    "--dag-run-id", dag_run_id, "--attempt", str(attempt), "--date", shard["dt"]]
             if shard.get("kernel"):
                 cmd += ["--kernel", shard["kernel"]]
+            if shard.get("cases"):
+                cmd += ["--cases", ",".join(shard["cases"])]
             if shard.get("stopping"):
                 cmd += ["--stopping", json.dumps(shard["stopping"])]
             if shard.get("inject"):

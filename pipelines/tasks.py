@@ -4,16 +4,19 @@ Each takes what Airflow gives it (params, the run's date and ids) and returns
 JSON-serialisable values for XCom."""
 from __future__ import annotations
 
+import datetime
 import hashlib
 import re
 
 from pipelines.lake import Lake
 
+RERUN_BUDGET = 3  # a confirmation rerun takes this many times the samples and time
+
 
 def run_date(logical_date, run_after) -> str:
     """The lake date (UTC) of a DAG run: its logical date, or when it ran if it has none."""
     when = logical_date or run_after
-    return when.astimezone(__import__("datetime").timezone.utc).strftime("%Y-%m-%d")
+    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d")
 
 
 def sweep_run_id(dag_run_id: str, dt: str) -> str:
@@ -22,29 +25,82 @@ def sweep_run_id(dag_run_id: str, dt: str) -> str:
     return f"{dt}-{digest}"
 
 
-def plan(params: dict, pool: str, dt: str, dag_run_id: str, reason: str) -> list[dict]:
+def run_info(params: dict, logical_date, dag_run) -> dict:
+    """What every task of a sweep needs to know about its DAG run."""
+    dt = run_date(logical_date, dag_run.run_after)
+    return {"dt": dt, "run_id": sweep_run_id(dag_run.run_id, dt), "pools": list(params["pools"]),
+            "suites": list(params["suites"]), "kernel": params.get("kernel") or None,
+            "stopping": params.get("stopping") or None, "inject": params.get("inject") or None,
+            "reason": params.get("reason") or "manual", "inject_failure": params.get("inject_failure")}
+
+
+def plan(info: dict, pool: str, rerun_of: dict | None = None) -> list[dict]:
+    """The pool's shards, or none when the pool is not part of this run. For a rerun,
+    only the listed cases, with RERUN_BUDGET times the sample budget."""
     from pipelines.sweep import plan_shards
 
-    if pool not in params.get("pools", []):
+    if pool not in info["pools"]:
         return []
-    return plan_shards(run_id=sweep_run_id(dag_run_id, dt), dt=dt, pool=pool, suites=list(params["suites"]),
-                       reason=reason, kernel=params.get("kernel") or None, stopping=params.get("stopping") or None,
-                       inject=params.get("inject") or None)
+    common = dict(dt=info["dt"], pool=pool, suites=info["suites"], kernel=info["kernel"], inject=info["inject"])
+    if rerun_of is None:
+        shards = plan_shards(run_id=info["run_id"], reason=info["reason"], stopping=info["stopping"], **common)
+        for s in shards:
+            s["inject_failure"] = info.get("inject_failure")
+        return shards
+    case_ids = rerun_of.get(pool) or []
+    if not case_ids:
+        return []
+    from kernels_bench.stopping import StoppingRule
+
+    base = {**StoppingRule().__dict__, **(info["stopping"] or {})}
+    bigger = {**base, "min_samples": base["min_samples"] * RERUN_BUDGET, "min_time_s": base["min_time_s"] * RERUN_BUDGET,
+              "timeout_s": base["timeout_s"] * RERUN_BUDGET}
+    return plan_shards(run_id=f"{info['run_id']}-rerun", reason="rerun", stopping=bigger, case_ids=case_ids, **common)
 
 
 def run_shard(shard: dict, attempt: int, dag_run_id: str) -> dict:
     from pipelines import sweep
 
-    fail_at = (shard.get("inject_failure") or {})
-    if fail_at.get("attempts", 0) >= attempt and fail_at.get("shard") == shard["landing_shard"]:
-        # Test hook for fault tolerance: land the shard, then fail, as a worker dying
-        # after a partial write would; the retry must replace the file, not add to it.
-        sweep.run_shard(shard, Lake.from_env(), attempt=attempt, dag_run_id=dag_run_id)
+    lake = Lake.from_env()
+    result = sweep.run_shard(shard, lake, attempt=attempt, dag_run_id=dag_run_id)
+    fail = shard.get("inject_failure") or {}
+    if fail.get("shard") == shard["landing_shard"] and attempt <= int(fail.get("attempts", 0)):
+        # Testing hook: fail after landing, as a worker that dies after a partial write
+        # would. The retry must replace this shard's file, never add to it.
         raise RuntimeError(f"injected failure after landing shard {shard['landing_shard']} (attempt {attempt})")
-    return sweep.run_shard(shard, Lake.from_env(), attempt=attempt, dag_run_id=dag_run_id)
+    return result
 
 
-def mine(dt: str, pools: list[str]) -> dict:
+def unstable_cases(info: dict) -> dict[str, list[str]]:
+    """Per pool, the cases of this run whose measurement was not stable."""
+    from pipelines.sql import run_query
+
+    q = (f"SELECT pool, case_id FROM perf.case_stats WHERE dt = '{info['dt']}' AND run_id = '{info['run_id']}' "
+         f"AND status = 'ok' AND NOT stable ORDER BY pool, case_id")
+    _, rows = run_query(q, engine="spark", lake=Lake.from_env())
+    out: dict[str, list[str]] = {}
+    for pool, case_id in rows:
+        out.setdefault(pool, []).append(case_id)
+    return out
+
+
+def dates_to_mine(logical_date, triggering_events) -> list[dict]:
+    """The (date, pools) a `mine` run should process: its logical date when run by time
+    or backfill; each triggering asset event's date otherwise, except landings whose own
+    DAG already mined them."""
+    if logical_date is not None:
+        return [{"dt": logical_date.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d"), "pools": None}]
+    wanted: dict[str, set] = {}
+    for events in triggering_events.values():
+        for event in events:
+            extra = dict(getattr(event, "extra", None) or {})
+            if extra.get("mined_in_dag") or "dt" not in extra:
+                continue
+            wanted.setdefault(extra["dt"], set()).update(extra.get("pools") or [])
+    return [{"dt": dt, "pools": sorted(pools) or None} for dt, pools in sorted(wanted.items())]
+
+
+def mine(dt: str, pools: list[str] | None) -> dict:
     from pipelines.mine import mine as mine_date
     from pipelines.spark import get_spark
 

@@ -1,0 +1,95 @@
+"""The tasks of a sweep, shared by nightly_sweep and backfill_hardware: plan each pool's
+shards, run them (one mapped task per shard, holding a slot of its pool and running on
+its pool's queue), land, mine with Spark, publish, and re-run unstable cases once.
+
+Only wiring lives here; the work is in pipelines.tasks. Heavy imports stay inside tasks.
+"""
+from __future__ import annotations
+
+import datetime
+
+from airflow.sdk import Asset, get_current_context, task
+
+from pipelines.pools import load_pools
+
+RAW_SAMPLES = Asset(name="perflake_raw_samples", uri="file:///perflake/landing/samples")
+DEFAULTS = {"retries": 2, "retry_delay": datetime.timedelta(seconds=5),
+            "execution_timeout": datetime.timedelta(hours=2)}
+POOLS = load_pools()
+
+
+def _task_name(prefix: str, pool: str) -> str:
+    return f"{prefix}_{pool.replace('-', '_')}"
+
+
+@task
+def run_info() -> dict:
+    from pipelines.tasks import run_info as info
+
+    ctx = get_current_context()
+    return info(ctx["params"], ctx.get("logical_date"), ctx["dag_run"])
+
+
+@task
+def plan(info: dict, pool: str, rerun_of: dict | None = None) -> list[dict]:
+    from pipelines.tasks import plan as plan_pool
+
+    return plan_pool(info, pool, rerun_of)
+
+
+@task(map_index_template="{{ shard_label }}")
+def run_shard(shard: dict) -> dict:
+    from pipelines.sweep import shard_label
+    from pipelines.tasks import run_shard as run
+
+    ctx = get_current_context()
+    ctx["shard_label"] = shard_label(shard)
+    return run(shard, attempt=ctx["ti"].try_number, dag_run_id=ctx["dag_run"].run_id)
+
+
+@task(outlets=[RAW_SAMPLES], trigger_rule="all_done")
+def land(info: dict, results: list) -> dict:
+    ctx = get_current_context()
+    ctx["outlet_events"][RAW_SAMPLES].extra = {"dt": info["dt"], "pools": info["pools"], "mined_in_dag": True}
+    landed = [r for group in results for r in (group or [])]
+    return {"dt": info["dt"], "shards_landed": len(landed)}
+
+
+@task
+def mine(info: dict, landed: dict) -> dict:
+    from pipelines.tasks import mine as mine_date
+
+    return mine_date(info["dt"], info["pools"])
+
+
+@task
+def find_unstable(info: dict, mined: dict) -> dict:
+    from pipelines.tasks import unstable_cases
+
+    return unstable_cases(info)
+
+
+@task
+def publish(info: dict, mined: dict) -> str:
+    from pipelines.tasks import publish_summary
+
+    summary = publish_summary(info["dt"], info["run_id"])
+    print(f"mined: {mined}\n{summary}")
+    return summary
+
+
+def sweep() -> None:
+    """Wire a whole sweep inside a @dag function."""
+    info = run_info()
+    results = [run_shard.override(task_id=_task_name("run", name), pool=name, queue=p.queue)
+               .expand(shard=plan.override(task_id=_task_name("plan", name))(info, name))
+               for name, p in POOLS.items()]
+    mined = mine(info, land(info, results))
+    publish(info, mined)
+    # Confirmation: unstable cases go back to their pool once, with a larger budget.
+    unstable = find_unstable(info, mined)
+    rerun_results = [run_shard.override(task_id=_task_name("rerun", name), pool=name, queue=p.queue)
+                     .expand(shard=plan.override(task_id=_task_name("plan_rerun", name))(info, name, unstable))
+                     for name, p in POOLS.items()]
+    rerun_landed = land.override(task_id="land_reruns")(info, rerun_results)
+    mine.override(task_id="mine_reruns")(info, rerun_landed)
