@@ -1,6 +1,7 @@
 """The tasks of a sweep, shared by nightly_sweep and backfill_hardware: plan each pool's
 shards, run them (one mapped task per shard, holding a slot of its pool and running on
-its pool's queue), land, mine with Spark, publish, and re-run unstable cases once.
+its pool's queue), land, mine with Spark and publish, and re-run unstable cases once.
+Spark tasks run one at a time: the embedded metastore admits one process.
 
 Only wiring lives here; the work is in pipelines.tasks. Heavy imports stay inside tasks.
 """
@@ -57,25 +58,17 @@ def land(info: dict, results: list) -> dict:
 
 @task
 def mine(info: dict, landed: dict) -> dict:
-    from pipelines.tasks import mine as mine_date
+    """Mine the night's date, then publish: print the run's summary and name the
+    unstable cases (one Spark session for all three)."""
+    from airflow.sdk.exceptions import AirflowSkipException
 
-    return mine_date(info["dt"], info["pools"])
+    from pipelines.tasks import mine_and_publish
 
-
-@task
-def find_unstable(info: dict, mined: dict) -> dict:
-    from pipelines.tasks import unstable_cases
-
-    return unstable_cases(info)
-
-
-@task
-def publish(info: dict, mined: dict) -> str:
-    from pipelines.tasks import publish_summary
-
-    summary = publish_summary(info["dt"], info["run_id"])
-    print(f"mined: {mined}\n{summary}")
-    return summary
+    if not landed["shards_landed"]:
+        raise AirflowSkipException("no shard landed: nothing to mine")
+    result = mine_and_publish(info)
+    print(f"mined: {result['mined']}\n{result['summary']}")
+    return result
 
 
 def sweep() -> None:
@@ -85,11 +78,9 @@ def sweep() -> None:
                .expand(shard=plan.override(task_id=_task_name("plan", name))(info, name))
                for name, p in POOLS.items()]
     mined = mine(info, land(info, results))
-    publish(info, mined)
     # Confirmation: unstable cases go back to their pool once, with a larger budget.
-    unstable = find_unstable(info, mined)
     rerun_results = [run_shard.override(task_id=_task_name("rerun", name), pool=name, queue=p.queue)
-                     .expand(shard=plan.override(task_id=_task_name("plan_rerun", name))(info, name, unstable))
+                     .expand(shard=plan.override(task_id=_task_name("plan_rerun", name))(info, name, mined))
                      for name, p in POOLS.items()]
     rerun_landed = land.override(task_id="land_reruns")(info, rerun_results)
     mine.override(task_id="mine_reruns")(info, rerun_landed)

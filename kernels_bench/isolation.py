@@ -10,12 +10,18 @@ from kernels_bench.case import Case
 from kernels_bench.measure import CaseOutcome
 from kernels_bench.stopping import StoppingRule
 
+_READY = "ready"
+STARTUP_TIMEOUT_S = 300.0
+
 
 def _child_main(conn, device: str, rule: StoppingRule, timer_mode: str) -> None:
+    import torch  # noqa: F401  (the slow part of start-up: paid before "ready", not by a case)
+
     from kernels_bench.measure import measure_case
     from kernels_bench.telemetry import observer_for
 
     observer = observer_for(device)
+    conn.send(_READY)
     while True:
         msg = conn.recv()
         if msg is None:
@@ -37,13 +43,31 @@ class IsolatedMeasurer:
         self._proc = None
         self._conn = None
 
-    def _start(self) -> None:
+    def _start(self) -> CaseOutcome | None:
         parent, child = self._ctx.Pipe()
         self._proc = self._ctx.Process(target=_child_main, args=(child, self.device, self.rule, self.timer_mode),
                                        daemon=True)
         self._proc.start()
         child.close()
         self._conn = parent
+        # Start-up (interpreter, imports) is waited for here, so that it never counts
+        # against a case's hang timeout, however short that is.
+        ready = parent.poll(STARTUP_TIMEOUT_S)
+        try:
+            if ready and parent.recv() == _READY:
+                return None
+        except (EOFError, ConnectionError):
+            pass
+        self._proc.join(1)
+        code = self._proc.exitcode
+        self._kill()
+        why = _describe_exit(code) if code is not None else f"not ready after {STARTUP_TIMEOUT_S:.0f} s"
+        return CaseOutcome(status="crashed", error=f"worker process failed to start: {why}")
+
+    @property
+    def child_pid(self) -> int | None:
+        """The live child's process id (None before the first case or after a kill)."""
+        return self._proc.pid if self._proc is not None and self._proc.is_alive() else None
 
     def _kill(self) -> None:
         if self._proc is not None:
@@ -53,7 +77,9 @@ class IsolatedMeasurer:
 
     def measure(self, case: Case) -> CaseOutcome:
         if self._proc is None or not self._proc.is_alive():
-            self._start()
+            failed_start = self._start()
+            if failed_start is not None:
+                return failed_start
         try:
             self._conn.send(case.to_dict())
             if not self._conn.poll(self.case_timeout_s):

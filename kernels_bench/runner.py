@@ -107,6 +107,12 @@ def _measurer(spec: ShardSpec, rule: StoppingRule, injections):
 
     class _Call:
         def __call__(self, case):
+            if case.family == "collective":
+                # Collectives need world_size processes of their own: run_collective
+                # spawns (and isolates) them; the single-process child would only skip.
+                from kernels_bench.collectives import run_collective
+
+                return run_collective(case, int(case.p["world_size"]), rule, spec.device)
             return m.measure(case)
 
         def close(self):

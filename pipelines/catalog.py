@@ -38,3 +38,9 @@ def replace_by_key(spark: SparkSession, lake: Lake, df: DataFrame, table: Table)
     # Materialise before overwriting: the table cannot be read and replaced in one plan.
     merged = new.unionByName(kept).localCheckpoint(eager=True)
     merged.write.insertInto(name, overwrite=True)
+
+
+def overwrite(spark: SparkSession, lake: Lake, df: DataFrame, table: Table) -> None:
+    """Replace the whole table (for tables recomputed from full history, like series)."""
+    name = ensure_table(spark, lake, table)
+    df.select(*ordered_columns(table)).write.insertInto(name, overwrite=True)

@@ -4,6 +4,7 @@ Examples:
   perflake demo                                   # the nightly sweep on the embedded default
   perflake sql "SELECT kernel, dtype, median_ns FROM perf.case_stats LIMIT 5"
   perflake sql --engine duckdb "SELECT count(*) FROM perf.samples"
+  perflake sql-server start                       # JDBC/ODBC on 127.0.0.1:10000 (stop | status)
   perflake mine --date 2026-11-22
   perflake detect-changes history.csv --column median_ns
 """
@@ -21,6 +22,26 @@ def _cmd_sql(args) -> int:
 
     columns, rows = run_query(args.query, engine=args.engine, lake=Lake.from_env())
     print(format_rows(columns, rows, fmt=args.format))
+    return 0
+
+
+def _cmd_sql_server(args) -> int:
+    from pipelines import sqlserver
+
+    lake = Lake.from_env()
+    if args.action == "start":
+        try:
+            st = sqlserver.start(lake, args.host, args.port, allow_remote=args.allow_remote)
+        except RuntimeError as e:  # did not come up: the message carries the cause and the log
+            print(f"perflake sql-server: error: {e}", file=sys.stderr)
+            return 1
+        print(f"SQL server running (pid {st.pid}) at {st.url}; log {st.log}")
+    elif args.action == "stop":
+        print("SQL server stopped" if sqlserver.stop(lake) else "no SQL server was running for this lake")
+    else:
+        st = sqlserver.status(lake)
+        print(f"SQL server running (pid {st.pid}) at {st.url}" if st.running else "SQL server not running")
+        return 0 if st.running else 3
     return 0
 
 
@@ -71,6 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=["spark", "duckdb"], default="spark")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
     p.set_defaults(func=_cmd_sql)
+
+    p = sub.add_parser("sql-server", help="start, stop or check the JDBC/ODBC SQL server (Spark Thrift Server)")
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    p.add_argument("--port", type=int, default=10000)
+    p.add_argument("--allow-remote", action="store_true",
+                   help="allow a non-loopback --host (the server has no authentication and is not read-only)")
+    p.set_defaults(func=_cmd_sql_server)
 
     p = sub.add_parser("mine", help="run the mining job for one date")
     p.add_argument("--date", required=True, help="YYYY-MM-DD")

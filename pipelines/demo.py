@@ -13,7 +13,7 @@ from pipelines.lake import Lake
 DEMO_QUERY = ("SELECT kernel, dtype, params['m'] AS m, params['n'] AS n, params['k'] AS k, "
               "round(median_ns / 1000, 1) AS median_us, round(tflops * 1000, 1) AS gflops, n_kept, stable "
               "FROM perf.case_stats JOIN perf.cases USING (case_id, kernel, dtype) "
-              "WHERE run_id = '{run_id}' ORDER BY dtype, cast(params['m'] AS int)")
+              "WHERE run_id IN {run_ids} ORDER BY dtype, cast(params['m'] AS int)")
 
 
 def load_dag(name: str):
@@ -42,11 +42,13 @@ def run_demo(lake: Lake, logical_date: datetime.datetime | None = None, conf: di
         print("the DAG run did not succeed; see the task logs above")
         return 1
     from pipelines.sql import format_rows, run_query
-    from pipelines.tasks import run_date, sweep_run_id
+    from pipelines.tasks import pool_run_id, run_date, sweep_run_id
 
     dt = run_date(when, None)
-    run_id = sweep_run_id(dag_run.run_id, dt)
-    query = DEMO_QUERY.format(run_id=run_id)
+    sweep_id = sweep_run_id(dag_run.run_id, dt)
+    pools = (conf or {}).get("pools") or dag.params["pools"]
+    run_ids = "(" + ", ".join(f"'{pool_run_id(sweep_id, p)}'" for p in pools) + ")"
+    query = DEMO_QUERY.format(run_ids=run_ids)
     print(f"\nperflake sql \"{query}\"\n")
     cols, rows = run_query(query, engine="spark", lake=lake)
     print(format_rows(cols, rows))

@@ -17,9 +17,11 @@ from pipelines.intake import split_files
 from pipelines.lake import Lake, safe_date
 from pipelines.mining.aggregate import case_stats
 from pipelines.mining.clean import clean_samples, latest_attempt, to_quarantine
+from pipelines.mining.history import series_points, series_table
 from pipelines.mining.noise import flag_outliers
+from pipelines.spark import DATABASE
 from schemas.spark import ordered_columns, spark_schema
-from schemas.tables import CASE_RESULTS, CASE_STATS, CASES, HARDWARE, QUARANTINE, RUNS, SAMPLES, Table
+from schemas.tables import CASE_RESULTS, CASE_STATS, CASES, HARDWARE, QUARANTINE, RUNS, SAMPLES, SERIES, Table
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ def mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None = Non
     catalog.write_partitions(spark, lake, flagged.select(*ordered_columns(SAMPLES)), SAMPLES)
     catalog.write_partitions(spark, lake, stats, CASE_STATS)
     catalog.replace_by_key(spark, lake, _cases(results), CASES)
+    update_history(spark, lake)
     q = quarantined[0]
     for extra in quarantined[1:]:
         q = q.unionByName(extra)
@@ -103,6 +106,12 @@ def mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None = Non
     flagged.unpersist()
     stats.unpersist()
     return summary
+
+
+def update_history(spark: SparkSession, lake: Lake) -> None:
+    """Recompute perf.series from the whole published history."""
+    points = series_points(spark.table(f"{DATABASE}.case_stats"), spark.table(f"{DATABASE}.runs"))
+    catalog.overwrite(spark, lake, series_table(points), SERIES)
 
 
 def _cases(results: DataFrame) -> DataFrame:

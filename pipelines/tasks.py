@@ -25,6 +25,24 @@ def sweep_run_id(dag_run_id: str, dt: str) -> str:
     return f"{dt}-{digest}"
 
 
+def pool_run_id(sweep_id: str, pool: str, rerun: bool = False) -> str:
+    """The run id of one pool's part of a sweep. Each pool's run has its own id, so that
+    (run_id, case_id, attempt, iteration) identifies a sample across the whole lake."""
+    return f"{sweep_id}-{pool}" + ("-rerun" if rerun else "")
+
+
+def sweep_run_ids(info: dict, rerun: bool = False) -> list[str]:
+    """The run ids of every pool of a sweep."""
+    return [pool_run_id(info["run_id"], pool, rerun) for pool in info["pools"]]
+
+
+def _in_list(values: list[str]) -> str:
+    for v in values:
+        if not re.fullmatch(r"[A-Za-z0-9_.\-]+", v):
+            raise ValueError(f"run id {v!r} is not valid")
+    return "(" + ", ".join(f"'{v}'" for v in values) + ")"
+
+
 def run_info(params: dict, logical_date, dag_run) -> dict:
     """What every task of a sweep needs to know about its DAG run."""
     dt = run_date(logical_date, dag_run.run_after)
@@ -43,11 +61,12 @@ def plan(info: dict, pool: str, rerun_of: dict | None = None) -> list[dict]:
         return []
     common = dict(dt=info["dt"], pool=pool, suites=info["suites"], kernel=info["kernel"], inject=info["inject"])
     if rerun_of is None:
-        shards = plan_shards(run_id=info["run_id"], reason=info["reason"], stopping=info["stopping"], **common)
+        shards = plan_shards(run_id=pool_run_id(info["run_id"], pool), reason=info["reason"],
+                             stopping=info["stopping"], **common)
         for s in shards:
             s["inject_failure"] = info.get("inject_failure")
         return shards
-    case_ids = rerun_of.get(pool) or []
+    case_ids = (rerun_of.get("unstable") or {}).get(pool) or []
     if not case_ids:
         return []
     from kernels_bench.stopping import StoppingRule
@@ -55,7 +74,8 @@ def plan(info: dict, pool: str, rerun_of: dict | None = None) -> list[dict]:
     base = {**StoppingRule().__dict__, **(info["stopping"] or {})}
     bigger = {**base, "min_samples": base["min_samples"] * RERUN_BUDGET, "min_time_s": base["min_time_s"] * RERUN_BUDGET,
               "timeout_s": base["timeout_s"] * RERUN_BUDGET}
-    return plan_shards(run_id=f"{info['run_id']}-rerun", reason="rerun", stopping=bigger, case_ids=case_ids, **common)
+    return plan_shards(run_id=pool_run_id(info["run_id"], pool, rerun=True), reason="rerun", stopping=bigger,
+                       case_ids=case_ids, **common)
 
 
 def run_shard(shard: dict, attempt: int, dag_run_id: str) -> dict:
@@ -71,11 +91,18 @@ def run_shard(shard: dict, attempt: int, dag_run_id: str) -> dict:
     return result
 
 
+def mine_and_publish(info: dict) -> dict:
+    """Mine the run's date and pools, then summarise the run and list its unstable cases."""
+    return {"mined": mine(info["dt"], info["pools"]), "summary": publish_summary(info["dt"], sweep_run_ids(info)),
+            "unstable": unstable_cases(info)}
+
+
 def unstable_cases(info: dict) -> dict[str, list[str]]:
     """Per pool, the cases of this run whose measurement was not stable."""
     from pipelines.sql import run_query
 
-    q = (f"SELECT pool, case_id FROM perf.case_stats WHERE dt = '{info['dt']}' AND run_id = '{info['run_id']}' "
+    q = (f"SELECT pool, case_id FROM perf.case_stats WHERE dt = '{info['dt']}' "
+         f"AND run_id IN {_in_list(sweep_run_ids(info))} "
          f"AND status = 'ok' AND NOT stable ORDER BY pool, case_id")
     _, rows = run_query(q, engine="spark", lake=Lake.from_env())
     out: dict[str, list[str]] = {}
@@ -101,22 +128,23 @@ def dates_to_mine(logical_date, triggering_events) -> list[dict]:
 
 
 def mine(dt: str, pools: list[str] | None) -> dict:
-    from pipelines.mine import mine as mine_date
+    """Mine one date; a date with nothing landed (a quiet day) is not an error."""
+    from pipelines.mine import landed_files, mine as mine_date
     from pipelines.spark import get_spark
 
     lake = Lake.from_env()
+    if not landed_files(lake, "runs", dt, pools):
+        return {"dt": dt, "pools": pools, "status": "nothing landed"}
     return mine_date(get_spark(lake), lake, dt, pools).__dict__
 
 
-def publish_summary(dt: str, run_id: str) -> str:
-    """A short text summary of the run's published stats (printed in the task log)."""
+def publish_summary(dt: str, run_ids: list[str]) -> str:
+    """A short text summary of the runs' published stats (printed in the task log)."""
     from pipelines.sql import format_rows, run_query
 
-    if not re.fullmatch(r"[A-Za-z0-9_.\-]+", run_id):
-        raise ValueError(f"run id {run_id!r} is not valid")
     q = (f"SELECT pool, kernel, dtype, count(*) AS cases, sum(CASE WHEN status = 'ok' THEN 1 ELSE 0 END) AS ok, "
          f"round(percentile_approx(median_ns, 0.5) / 1000, 1) AS median_us, round(max(tflops), 3) AS max_tflops "
-         f"FROM perf.case_stats WHERE dt = '{dt}' AND run_id = '{run_id}' GROUP BY pool, kernel, dtype "
+         f"FROM perf.case_stats WHERE dt = '{dt}' AND run_id IN {_in_list(run_ids)} GROUP BY pool, kernel, dtype "
          f"ORDER BY pool, kernel, dtype")
     cols, rows = run_query(q, engine="spark", lake=Lake.from_env())
     return format_rows(cols, rows)

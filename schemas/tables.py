@@ -239,6 +239,32 @@ CASE_STATS = Table(
     ),
 )
 
+SERIES = Table(
+    name="series",
+    grain="one row per case x hardware x perf-affecting context",
+    version=1,
+    keys=("series_key",),
+    columns=(
+        _c("series_key", "string", "hash of case_id, gpu_sku, hardware_fingerprint and device_kind", False),
+        _c("case_id", "string", "case", False),
+        _c("pool", "string", "pool of the latest run"),
+        _c("gpu_sku", "string", "hardware SKU"),
+        _c("hardware_fingerprint", "string", "hardware identity (clocks, limits)"),
+        _c("device_kind", "string", "gpu, cpu or simulated"),
+        _c("family", "string", "kernel family"),
+        _c("kernel", "string", "kernel"),
+        _c("dtype", "string", "dtype"),
+        _c("first_run_id", "string", "first run in the series"),
+        _c("first_dt", "string", "date of the first run"),
+        _c("last_run_id", "string", "latest run"),
+        _c("last_dt", "string", "date of the latest run"),
+        _c("n_runs", "int64", "runs with a successful measurement"),
+        _c("last_median_ns", "float64", "median of the latest run"),
+        _c("baseline_ns", "float64", "median of the run medians over the last BASELINE_RUNS runs before the latest"),
+        _c("baseline_mad_ns", "float64", "MAD of those run medians (run-to-run noise)"),
+    ),
+)
+
 QUARANTINE = Table(
     name="quarantine",
     grain="one row per rejected row or file",
@@ -273,4 +299,26 @@ HARDWARE = Table(
     ),
 )
 
-ALL_TABLES = {t.name: t for t in (RUNS, CASE_RESULTS, SAMPLES, CASES, CASE_STATS, QUARANTINE, HARDWARE)}
+# One row per validation of one batch against one data-quality suite (schemas/expectations.py).
+DQ_RESULTS = Table(
+    name="dq_results",
+    grain="one row per suite x batch validation",
+    version=1,
+    keys=("suite", "batch"),  # a re-validation of a batch replaces its row
+    partition_by=("dt",),
+    columns=(
+        _c("suite", "string", "data-quality suite: samples, runs, case_results, case_stats", False),
+        _c("batch", "string", "what was validated, e.g. 'samples dt=2026-11-22 pool=sim-h100'", False),
+        _c("success", "bool", "every expectation passed", False),
+        _c("hard_failures", "int32", "failed expectations tagged hard (the partition is withheld)", False),
+        _c("soft_failures", "int32", "failed expectations tagged soft (warnings)", False),
+        _c("failed_expectations", "string", "JSON list of {expectation, column, severity, observed}", False),
+        _c("evaluated", "int32", "expectations evaluated", False),
+        _c("rows", "int64", "rows in the batch"),
+        _c("run_at", "timestamp", "UTC time of the validation", False),
+        _c("dt", "string", "partition: date of the batch", False),
+    ),
+)
+
+ALL_TABLES = {t.name: t for t in (RUNS, CASE_RESULTS, SAMPLES, CASES, CASE_STATS, SERIES, QUARANTINE, HARDWARE,
+                                  DQ_RESULTS)}

@@ -32,3 +32,10 @@ def spark(lake):
     session = get_spark(lake, app="perflake-tests")
     yield session
     session.stop()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # py4j logs from finalizers after pytest has closed the captured streams.
+    import logging
+
+    logging.getLogger("py4j").setLevel(logging.ERROR)

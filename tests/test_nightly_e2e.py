@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.tasks import sweep_run_id
+from pipelines.tasks import pool_run_id, sweep_run_id
 
 DT = datetime.datetime(2030, 1, 2, 2, 0, tzinfo=datetime.timezone.utc)
 FAST = {"min_samples": 10, "min_time_s": 0.02, "max_noise": 0.05, "timeout_s": 0.5, "max_samples": 300}
@@ -24,7 +24,8 @@ def nightly(spark, lake):
     dag = load_dag("nightly_sweep")
     dag_run = dag.test(logical_date=DT, run_conf={"pools": ["cpu", "sim-h100"], "suites": ["gemm-demo"],
                                                    "stopping": FAST})
-    return dag_run, sweep_run_id(dag_run.run_id, "2030-01-02")
+    sweep_id = sweep_run_id(dag_run.run_id, "2030-01-02")
+    return dag_run, "(" + ", ".join(f"'{pool_run_id(sweep_id, p)}'" for p in ("cpu", "sim-h100")) + ")"
 
 
 def test_nightly_sweep_succeeds(nightly):
@@ -33,25 +34,26 @@ def test_nightly_sweep_succeeds(nightly):
 
 
 def test_every_planned_case_has_stats_per_pool(nightly, spark):
-    _, run_id = nightly
+    _, run_ids = nightly
     rows = spark.sql(f"SELECT pool, count(*) AS c, sum(CAST(status = 'ok' AS INT)) AS ok FROM perf.case_stats "
-                     f"WHERE run_id = '{run_id}' GROUP BY pool").collect()
+                     f"WHERE run_id IN {run_ids} GROUP BY pool").collect()
     counts = {r.pool: (r.c, r.ok) for r in rows}
     assert counts == {"cpu": (6, 6), "sim-h100": (6, 6)}
 
 
 def test_gemm_flops_are_2mnk(nightly, spark):
-    _, run_id = nightly
+    _, run_ids = nightly
     rows = spark.sql(f"SELECT s.flops_per_call, c.m, c.n, c.k FROM perf.case_stats s JOIN perf.cases c "
-                     f"USING (case_id) WHERE s.run_id = '{run_id}'").collect()
+                     f"USING (case_id) WHERE s.run_id IN {run_ids}").collect()
     assert rows and all(r.flops_per_call == 2 * r.m * r.n * r.k for r in rows)
 
 
 def test_medians_match_the_raw_samples(nightly, spark, lake):
-    _, run_id = nightly
+    _, run_ids = nightly
     stats = {(r.pool, r.case_id): r for r in spark.sql(
-        f"SELECT * FROM perf.case_stats WHERE run_id = '{run_id}'").collect()}
-    files = list((lake.landing / "samples" / "dt=2030-01-02").glob(f"pool=*/run_id={run_id}/*.parquet"))
+        f"SELECT * FROM perf.case_stats WHERE run_id IN {run_ids}").collect()}
+    files = list((lake.landing / "samples" / "dt=2030-01-02").glob("pool=*/run_id=*/*.parquet"))
+    files = [f for f in files if f"'{f.parent.name.removeprefix('run_id=')}'" in run_ids]
     assert files
     for f in files:
         pool = f.parent.parent.name.removeprefix("pool=")
@@ -59,7 +61,7 @@ def test_medians_match_the_raw_samples(nightly, spark, lake):
         for case_id, group in raw.groupby("case_id"):
             s = stats[(pool, case_id)]
             assert s.n == len(group)
-            kept = spark.sql(f"SELECT latency_ns FROM perf.samples WHERE run_id = '{run_id}' AND pool = '{pool}' "
+            kept = spark.sql(f"SELECT latency_ns FROM perf.samples WHERE run_id IN {run_ids} AND pool = '{pool}' "
                              f"AND case_id = '{case_id}' AND NOT throttled AND NOT outlier").toPandas()
             assert s.n_kept == len(kept)
             assert s.median_ns == pytest.approx(float(np.median(kept.latency_ns)))
@@ -69,16 +71,16 @@ def test_medians_match_the_raw_samples(nightly, spark, lake):
 
 
 def test_simulated_rows_are_labelled_and_cpu_rows_are_not(nightly, spark):
-    _, run_id = nightly
+    _, run_ids = nightly
     kinds = dict(spark.sql(f"SELECT DISTINCT pool, device_kind FROM perf.case_stats "
-                           f"WHERE run_id = '{run_id}'").collect())
+                           f"WHERE run_id IN {run_ids}").collect())
     assert kinds == {"cpu": "cpu", "sim-h100": "simulated"}
 
 
 def test_rerunning_the_mine_for_the_date_changes_nothing(nightly, spark, lake):
     from pipelines.mine import mine
 
-    _, run_id = nightly
+    _, run_ids = nightly
     q = f"SELECT count(*) AS c, sum(median_ns) AS s FROM perf.case_stats WHERE dt = '2030-01-02'"
     before = spark.sql(q).collect()[0]
     mine(spark, lake, "2030-01-02")

@@ -3,9 +3,12 @@ build a timed call plus its correctness check; nothing else."""
 from __future__ import annotations
 
 from kernels_bench.kernels.base import Kernel, Prepared, Correctness, Unsupported
-from kernels_bench.kernels import gemm, memory, selftest
+from kernels_bench.kernels import attention, collective, gemm, memory, norm, selftest
 
-KERNELS: dict[str, Kernel] = {k.name: k for k in (*gemm.KERNELS, *memory.KERNELS, *selftest.KERNELS)}
+_ALL = (*gemm.KERNELS, *attention.KERNELS, *norm.KERNELS, *memory.KERNELS, *collective.KERNELS, *selftest.KERNELS)
+KERNELS: dict[str, Kernel] = {k.name: k for k in _ALL}
+if len(KERNELS) != len(_ALL):  # two kernels of one name would make a suite's `kernel:` ambiguous
+    raise ImportError(f"duplicate kernel names in {[k.name for k in _ALL]}")
 
 
 def kernel_for(name: str) -> Kernel:

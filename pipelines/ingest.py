@@ -1,0 +1,504 @@
+"""`perflake ingest`: land benchmark results produced elsewhere.
+
+Accepted inputs, each PATH a file or a directory of files:
+- harness output in the landing schema (`samples.parquet`, `case_results.parquet`,
+  `run.parquet` as `python -m kernels_bench run --out DIR` writes them); the files of
+  one directory form one shard;
+- nvbench `--json` output: one state becomes one case result; per-sample times land as
+  samples only where the JSON points at its `nv/cold/sample_times` binary file.
+
+Nothing valid is dropped and nothing is landed twice: a bad file or row is reported
+(naming the file, row and field) and set aside as a quarantine Parquet under
+`<lake>/quarantine/ingest/dt=.../<sha256>.parquet`, while the rest of the batch lands.
+Every landed file's sha256 is recorded under `<lake>/landing/_ingested/`; the same
+content uploaded again is reported as a duplicate and skipped.
+
+Ingest is pyarrow only (no Spark): row values (a negative latency) are left to the
+mining job's cleaning and data-quality gates; ingest checks files, schemas, names and
+how the files of a shard relate to each other.
+"""
+from __future__ import annotations
+
+import datetime as dt_
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.intake import check_file
+from pipelines.lake import Lake, safe_date, safe_name
+from schemas.tables import CASE_RESULTS, QUARANTINE, RUNS, SAMPLES, Table
+
+KIND_TABLES = {"samples": SAMPLES, "case_results": CASE_RESULTS, "runs": RUNS}
+_FILENAME_KINDS = {"samples.parquet": "samples", "case_results.parquet": "case_results",
+                   "run.parquet": "runs", "runs.parquet": "runs"}
+# Clocks of remote workers drift; a run "in the future" by more than this is refused.
+CLOCK_SKEW = dt_.timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class Issue:
+    source: str  # the file
+    reason: str  # what was wrong and where; what to do where it is not obvious
+    rows: int = 0  # rows set aside (0: the whole file was refused before reading rows)
+
+
+@dataclass
+class IngestReport:
+    landed: list[dict] = field(default_factory=list)  # one per shard: ids, dt, pool, row counts
+    duplicates: list[str] = field(default_factory=list)
+    issues: list[Issue] = field(default_factory=list)
+    quarantine_files: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.issues
+
+    def to_dict(self) -> dict:
+        return {"landed": self.landed, "duplicates": self.duplicates,
+                "issues": [i.__dict__ for i in self.issues], "quarantine_files": self.quarantine_files}
+
+
+@dataclass
+class _File:
+    path: Path
+    sha: str
+    duplicate: bool = False
+
+
+@dataclass
+class _Shard:
+    """Rows on their way to one landing shard, plus the rows set aside on the way."""
+    source: str
+    files: list[_File]
+    tables: dict[str, pa.Table] = field(default_factory=dict)
+    rejects: list[tuple[str, str, dict]] = field(default_factory=list)  # (source, reason, record)
+
+
+# --------------------------------------------------------------------------- entry point
+
+def ingest(paths: list[str | Path], lake: Lake, *, pool: str | None = None, date: str | None = None,
+           registry: dict | None = None, now: dt_.datetime | None = None) -> IngestReport:
+    """Land every valid shard found in `paths`; report (and quarantine) the rest.
+    Raises ValueError only for arguments that make the whole batch unlandable (an
+    unknown --pool, a malformed --date)."""
+    from pipelines.pools import load_pools
+
+    registry = registry if registry is not None else load_pools()
+    if pool is not None and safe_name(pool, "pool") not in registry:
+        raise ValueError(f"unknown pool {pool!r}; registered pools: {sorted(registry)} "
+                         f"(add it to pools.yaml or $PERFLAKE_POOLS)")
+    if date is not None:
+        safe_date(date)
+    now = now or dt_.datetime.now(dt_.timezone.utc)
+    report = IngestReport()
+    file_rejects: list[tuple[str, str, dict]] = []
+    seen: set[str] = set()
+    by_dir: dict[Path, list[_File]] = {}
+    jsons: list[_File] = []
+    for path in _expand(paths, report):
+        f = _File(path, _sha256(path))
+        f.duplicate = f.sha in seen or _manifest(lake, f.sha).exists()
+        seen.add(f.sha)
+        fmt, problem = _file_format(path)
+        if problem:
+            _refuse(report, file_rejects, str(path), problem)
+        elif fmt == "json" and f.duplicate:
+            report.duplicates.append(f"{path}: already ingested (sha256 {f.sha[:12]}...); skipped")
+        elif fmt == "json":
+            jsons.append(f)
+        else:
+            by_dir.setdefault(path.parent, []).append(f)
+
+    shards = [s for d, fs in sorted(by_dir.items()) if (s := _read_parquet_shard(d, fs, report, file_rejects))]
+    for f in jsons:
+        shards += _read_nvbench(f, report, file_rejects, now)
+    default_dt = date or now.date().isoformat()
+    for shard in shards:
+        _land(shard, lake, report, pool=pool, date=date, registry=registry, now=now)
+    _write_quarantine(lake, report, file_rejects, default_dt, now)
+    return report
+
+
+def _refuse(report: IngestReport, rejects: list, source: str, reason: str, record: dict | None = None) -> None:
+    report.issues.append(Issue(source, reason))
+    rejects.append((source, reason, record or {}))
+
+
+def _expand(paths: list[str | Path], report: IngestReport) -> list[Path]:
+    out = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            # nvbench's *.bin sample files are read through the JSON that names them.
+            out += sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")
+                          and f.suffix != ".bin")
+        elif p.is_file():
+            out.append(p)
+        else:
+            report.issues.append(Issue(str(p), "no such file or directory"))
+    return out
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _file_format(path: Path) -> tuple[str | None, str | None]:
+    """('parquet' | 'json', None) from the file's bytes (not its name), or (None, why it
+    cannot be ingested at all)."""
+    size = path.stat().st_size
+    if size == 0:
+        return None, "empty file (0 bytes): the upload was interrupted or the writer crashed; upload it again"
+    with open(path, "rb") as f:
+        head = f.read(64)
+        f.seek(max(0, size - 4))
+        tail = f.read(4)
+    if head[:4] == b"PAR1":
+        if tail != b"PAR1":
+            return None, "truncated Parquet file (no footer): upload the complete file again"
+        return "parquet", None
+    if head.lstrip()[:1] == b"{":
+        return "json", None
+    return None, (f"not a Parquet or JSON file (starts with {head[:8]!r}); "
+                  "ingest takes harness Parquet files or nvbench --json output")
+
+
+# --------------------------------------------------------------------------- harness Parquet
+
+def _read_parquet_shard(directory: Path, files: list[_File], report: IngestReport, rejects: list) -> _Shard | None:
+    """The files of one directory as one shard, each checked against its landing schema."""
+    shard = _Shard(source=str(directory), files=[])
+    for f in files:
+        kind = _FILENAME_KINDS.get(f.path.name) or _guess_kind(f.path)
+        if kind is None:
+            _refuse(report, rejects, str(f.path), "cannot tell which table this file holds: its name is not "
+                    f"one of {sorted(_FILENAME_KINDS)} and its columns match none of the landing schemas")
+            continue
+        problem = check_file(f.path, KIND_TABLES[kind])
+        if problem:
+            _refuse(report, rejects, str(f.path), f"{kind}: {problem}")
+            continue
+        if kind in shard.tables:
+            _refuse(report, rejects, str(f.path), f"a second {kind} file in {directory}; one shard per directory")
+            continue
+        try:
+            shard.tables[kind] = _conform(pq.read_table(f.path), KIND_TABLES[kind])
+        except (pa.ArrowInvalid, OSError) as e:
+            _refuse(report, rejects, str(f.path), f"{kind}: unreadable or out-of-range values: {e}")
+            continue
+        shard.files.append(f)
+    if all(f.duplicate for f in shard.files) and shard.files:
+        report.duplicates += [f"{f.path}: already ingested (sha256 {f.sha[:12]}...); skipped" for f in shard.files]
+        return None
+    return shard if shard.tables else None
+
+
+def _guess_kind(path: Path) -> str | None:
+    for kind, table in KIND_TABLES.items():
+        if check_file(path, table) is None:
+            return kind
+    return None
+
+
+def _conform(t: pa.Table, table: Table) -> pa.Table:
+    """`t` in exactly the landing schema: absent nullable columns as nulls, integers
+    narrowed or widened (check_file already refused every other difference)."""
+    schema = table.arrow_schema(with_partitions=False)
+    cols = [t.column(f.name).cast(f.type) if f.name in t.column_names else pa.nulls(t.num_rows, f.type)
+            for f in schema]
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+# --------------------------------------------------------------------------- nvbench JSON
+
+_NV_DTYPES = {"F64": "fp64", "F32": "fp32", "F16": "fp16", "BF16": "bf16", "double": "fp64", "float": "fp32"}
+
+
+def _read_nvbench(f: _File, report: IngestReport, rejects: list, now: dt_.datetime) -> list[_Shard]:
+    """An nvbench --json file as one shard per device: a run row, one case result per
+    state, and samples for the states whose sample-times file is present."""
+    src = str(f.path)
+    try:
+        doc = json.loads(f.path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        _refuse(report, rejects, src, f"not valid JSON ({e}); a truncated upload? upload it again")
+        return []
+    if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
+        _refuse(report, rejects, src, "JSON without a 'benchmarks' list: not nvbench --json output")
+        return []
+    run_id = f"nvbench-{f.sha[:12]}"
+    per_device: dict[int, tuple[list, list]] = {}
+    for b_i, bench in enumerate(doc["benchmarks"]):
+        for s_i, state in enumerate(bench.get("states") or []):
+            where = f"benchmarks[{b_i}].states[{s_i}] ({bench.get('name')} {state.get('name')})"
+            results, samples = per_device.setdefault(int(state.get("device") or 0), ([], []))
+            result, times, why = _nv_state(f.path, run_id, bench, state, where)
+            if why:
+                report.issues.append(Issue(src, f"{where}: {why}; its case result lands without samples"))
+            result["shard"] = int(state.get("device") or 0)
+            results.append(result)
+            samples += [{"run_id": run_id, "case_id": result["case_id"], "attempt": 1, "iteration": i,
+                         "latency_ns": int(round(t * 1e9)), "throttled": False, "device_kind": "gpu"}
+                        for i, t in enumerate(times or [])]
+    if not per_device:
+        _refuse(report, rejects, src, "empty shard: the nvbench JSON has no benchmark states")
+        return []
+    devices = {d.get("id"): d for d in doc.get("devices") or []}
+    version = ((doc.get("meta") or {}).get("version") or {}).get("nvbench") or {}
+    shards = []
+    for device, (results, samples) in sorted(per_device.items()):
+        run = _nv_run(run_id, device, len(per_device), devices.get(device) or {}, version, results, now)
+        tables = {kind: pa.Table.from_pylist(rows, schema=KIND_TABLES[kind].arrow_schema(with_partitions=False))
+                  for kind, rows in (("samples", samples), ("case_results", results), ("runs", [run]))}
+        shards.append(_Shard(source=src, files=[f], tables=tables))
+    return shards
+
+
+def _nv_state(json_path: Path, run_id: str, bench: dict, state: dict, where: str):
+    """(case result row, sample times in seconds or None, why samples are unusable or None)."""
+    from kernels_bench.case import Case
+
+    summ = {s.get("tag"): {d.get("name"): d.get("value") for d in s.get("data") or []}
+            for s in state.get("summaries") or []}
+    axes = {a["name"]: str(a.get("value")) for a in state.get("axis_values") or []}
+    types = [str(a.get("value")) for a in state.get("axis_values") or [] if a.get("type") == "type"]
+    dtype = next((_NV_DTYPES[t] for t in types if t in _NV_DTYPES), "n/a")
+    case = Case.make("nvbench", str(bench.get("name")), "nvbench", dtype, **axes)
+    mean_s = _num(summ.get("nv/cold/time/gpu/mean", {}).get("value"))
+    n = int(_num(summ.get("nv/cold/sample_size", {}).get("value")) or 0)
+    times, why = _nv_sample_times(json_path, summ.get("nv/json/bin:nv/cold/sample_times"))
+    skipped = bool(state.get("is_skipped"))
+    status = "skipped" if skipped else ("ok" if mean_s else "failed")
+    error = state.get("skip_reason") if skipped else (None if mean_s else f"{where}: no nv/cold/time/gpu/mean")
+    stop = ("nvbench: per-sample times imported" if times else
+            f"nvbench summary only, raw samples not available (gpu mean {mean_s} s, n {n})")
+    row = {"run_id": run_id, "case_id": case.case_id, "attempt": 1, "suite": "nvbench", "family": "nvbench",
+           "kernel": case.kernel, "backend": "nvbench", "dtype": dtype,
+           "params": {**axes, "nvbench.state": str(state.get("name"))}, "status": status, "error": error,
+           "stop_reason": stop, "n_samples": len(times) if times else n}
+    return row, times, why
+
+
+def _nv_run(run_id: str, device: int, n_devices: int, dev: dict, version: dict, results: list,
+            now: dt_.datetime) -> dict:
+    from kernels_bench.provenance import HARDWARE_KEYS, SOFTWARE_KEYS, fingerprint
+
+    info = {"device_kind": "gpu", "gpu_name": dev.get("name"), "sm_count": dev.get("number_of_sms"),
+            "l2_bytes": dev.get("l2_cache_size"), "memory_bytes": dev.get("global_memory_size"),
+            "ecc_enabled": dev.get("ecc_state"), "harness_commit": version.get("git_sha")}
+    ok = sum(r["status"] == "ok" for r in results)
+    # nvbench JSON carries no timestamps: the import time stands for both ends.
+    return {**info, "run_id": run_id, "dag_run_id": "ingest", "shard": device, "num_shards": n_devices,
+            "attempt": 1, "reason": "import", "suite": "nvbench", "started_at": now, "finished_at": now,
+            "device": f"cuda:{device}", "hardware_fingerprint": fingerprint(info, HARDWARE_KEYS),
+            "software_fingerprint": fingerprint(info, SOFTWARE_KEYS), "cases_planned": len(results),
+            "cases_ok": ok, "status": "ok" if ok == len(results) else ("failed" if ok == 0 else "partial")}
+
+
+def _num(v) -> float | None:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _nv_sample_times(json_path: Path, summary: dict | None) -> tuple[list[float] | None, str | None]:
+    """(times in seconds, None), or (None, why not) when the JSON names a sample file
+    that cannot be used; (None, None) when it names none."""
+    import numpy as np
+
+    if not summary or not summary.get("filename"):
+        return None, None
+    p = Path(str(summary["filename"]))
+    p = p if p.is_absolute() else json_path.parent / p  # nvbench writes it relative to the JSON
+    if not p.is_file():
+        return None, f"sample times file {p} is missing"
+    times = np.fromfile(p, dtype="<f4")
+    size = int(_num(summary.get("size")) or -1)
+    if size != len(times):
+        return None, f"sample times file {p} holds {len(times)} values, the JSON says {size}"
+    return [float(t) for t in times], None
+
+
+# --------------------------------------------------------------------------- relations and landing
+
+def _land(shard: _Shard, lake: Lake, report: IngestReport, *, pool, date, registry, now) -> None:
+    """Check how the shard's tables relate, set aside what does not fit, land the rest."""
+    runs = shard.tables.get("runs")
+    reason = _run_problem(runs, shard)
+    if reason is None:
+        run = runs.to_pylist()[0]
+        pool_name = pool or _infer_pool(run, registry)
+        if pool_name is None:
+            reason = (f"unknown pool: no registered pool has sku {run.get('gpu_sku')!r} and device_kind "
+                      f"{run.get('device_kind')!r} (pools: {sorted(registry)}); pass --pool")
+        else:
+            future = [c for c in ("started_at", "finished_at") if run[c] is not None and run[c] > now + CLOCK_SKEW]
+            if future:
+                reason = (f"run.{future[0]} {run[future[0]].isoformat()} is in the future (now {now.isoformat()}): "
+                          "the worker's clock is wrong; fix it and re-run the shard")
+    if reason is not None:
+        report.issues.append(Issue(shard.source, reason))
+        _reject_all(shard, reason)
+        _write_quarantine(lake, report, shard.rejects, date or now.date().isoformat(), now, shard.files)
+        return
+    dt = date or run["started_at"].astimezone(dt_.timezone.utc).date().isoformat()
+    # A shard re-uploaded with some files changed replaces its earlier landing, wherever that was.
+    prior = [json.loads(m.read_text()) for f in shard.files if f.duplicate and (m := _manifest(lake, f.sha)).exists()]
+    if prior:
+        dt, pool_name = prior[0]["dt"], prior[0]["pool"]
+    results = _filter_results(shard, run)
+    samples = _filter_samples(shard, run, results)
+    run["reason"] = "import"
+    run_table = pa.Table.from_pylist([run], schema=runs.schema)
+    new = [f for f in shard.files if not f.duplicate]
+    report.duplicates += [f"{f.path}: already ingested (sha256 {f.sha[:12]}...); skipped"
+                          for f in shard.files if f.duplicate]
+    # Samples first and the run row last, as landing.land_shard does: a run row implies its data.
+    written = {}
+    for kind, table in (("samples", samples), ("case_results", results), ("runs", run_table)):
+        dst = lake.landing_file(kind, dt, pool_name, run["run_id"], run["shard"])
+        _write_atomic(table, dst)
+        written[kind] = table.num_rows
+    for f in new:
+        _record(lake, f, dt, pool_name, run["run_id"], run["shard"], now)
+    report.landed.append({"source": shard.source, "run_id": run["run_id"], "shard": run["shard"], "dt": dt,
+                          "pool": pool_name, **written})
+    if shard.rejects:
+        counts: dict[tuple[str, str], int] = {}
+        for src, why, _ in shard.rejects:
+            counts[(src, why)] = counts.get((src, why), 0) + 1
+        report.issues += [Issue(src, why, n) for (src, why), n in counts.items()]
+        _write_quarantine(lake, report, shard.rejects, dt, now, shard.files)
+
+
+def _run_problem(runs: pa.Table | None, shard: _Shard) -> str | None:
+    if runs is None:
+        return "no run metadata: the shard has no readable run.parquet, so its rows cannot be attributed"
+    if runs.num_rows != 1:
+        return f"run.parquet holds {runs.num_rows} rows; a shard has exactly one (empty shard?)"
+    if shard.tables.get("case_results") is None or shard.tables["case_results"].num_rows == 0:
+        return "empty shard: no case results; re-run the shard or upload its case_results.parquet"
+    run = runs.to_pylist()[0]
+    missing = [c for c in ("run_id", "shard", "attempt", "started_at") if run.get(c) is None]
+    if missing:
+        return f"run.parquet row 0: {missing} are null"
+    try:
+        safe_name(run["run_id"], "run.run_id (row 0)")
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def _infer_pool(run: dict, registry: dict) -> str | None:
+    match = [p.name for p in registry.values() if p.sku == run.get("gpu_sku") and p.device_kind == run.get("device_kind")]
+    return match[0] if len(match) == 1 else None
+
+
+def _reject_all(shard: _Shard, reason: str) -> None:
+    for kind, table in shard.tables.items():
+        shard.rejects += [(f"{shard.source} [{kind}]", reason, r) for r in table.to_pylist()]
+
+
+def _filter_results(shard: _Shard, run: dict) -> pa.Table:
+    from kernels_bench.kernels import KERNELS
+    from kernels_bench.kernels.base import DTYPE_BYTES
+
+    keep, src = [], f"{shard.source} [case_results]"
+    rows = shard.tables["case_results"].to_pylist()
+    for i, r in enumerate(rows):
+        why = _mismatch(r, run, i, "case_results")
+        if why is None and r["family"] != "nvbench":  # nvbench benchmarks are outside our registry
+            if r["kernel"] not in KERNELS:
+                why = f"row {i}: unknown kernel {r['kernel']!r} (field kernel); known: {sorted(KERNELS)}"
+            elif r["dtype"] not in DTYPE_BYTES:
+                why = f"row {i}: unknown dtype {r['dtype']!r} (field dtype); known: {sorted(DTYPE_BYTES)}"
+        (shard.rejects.append((src, why, r)) if why else keep.append(r))
+    return pa.Table.from_pylist(keep, schema=shard.tables["case_results"].schema)
+
+
+def _filter_samples(shard: _Shard, run: dict, results: pa.Table) -> pa.Table:
+    schema = SAMPLES.arrow_schema(with_partitions=False)
+    table = shard.tables.get("samples")
+    if table is None:
+        return schema.empty_table()
+    cases = set(results.column("case_id").to_pylist())
+    keep, src = [], f"{shard.source} [samples]"
+    for i, r in enumerate(table.to_pylist()):
+        why = _mismatch(r, run, i, "samples")
+        if why is None and r["case_id"] not in cases:
+            why = f"row {i}: case_id {r['case_id']!r} has no accepted case result in this shard"
+        (shard.rejects.append((src, why, r)) if why else keep.append(r))
+    return pa.Table.from_pylist(keep, schema=schema)
+
+
+def _mismatch(row: dict, run: dict, i: int, kind: str) -> str | None:
+    for col in ("run_id", "attempt"):
+        if row[col] != run[col]:
+            return (f"row {i}: {kind}.{col} {row[col]!r} does not match the shard's run metadata "
+                    f"({col} {run[col]!r}); the files of different runs were mixed")
+    return None
+
+
+def _write_atomic(table: pa.Table, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.parent / f".{dst.name}.tmp-{os.getpid()}"
+    pq.write_table(table, tmp)
+    os.replace(tmp, dst)
+
+
+# --------------------------------------------------------------------------- manifest and quarantine
+
+def _manifest(lake: Lake, sha: str) -> Path:
+    return lake.landing / "_ingested" / f"{sha}.json"
+
+
+def _record(lake: Lake, f: _File, dt: str, pool: str, run_id: str, shard: int, now: dt_.datetime) -> None:
+    entry = {"sha256": f.sha, "source": str(f.path), "dt": dt, "pool": pool, "run_id": run_id, "shard": shard,
+             "ingested_at": now.isoformat()}
+    dst = _manifest(lake, f.sha)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_suffix(f".tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(entry, indent=1))
+    os.replace(tmp, dst)
+
+
+def _write_quarantine(lake: Lake, report: IngestReport, rejects: list, dt: str, now: dt_.datetime,
+                      files: list[_File] | None = None) -> None:
+    """Rejected records as one Parquet file in the quarantine table's landing shape
+    (partition columns dt=.../stage=ingest in the path), named by the content hash of
+    what they came from so that re-ingesting the same input replaces it."""
+    if not rejects:
+        return
+    key = hashlib.sha256("".join(sorted(f.sha for f in files)).encode() if files else
+                         json.dumps([r[:2] for r in rejects]).encode()).hexdigest()
+    rows = [{"source": src, "reason": why, "record": json.dumps(rec, default=str, sort_keys=True),
+             "ingested_at": now} for src, why, rec in rejects]
+    dst = lake.quarantine / "ingest" / f"dt={safe_date(dt)}" / f"{key}.parquet"
+    _write_atomic(pa.Table.from_pylist(rows, schema=QUARANTINE.arrow_schema(with_partitions=False)), dst)
+    report.quarantine_files.append(str(dst))
+
+
+# --------------------------------------------------------------------------- CLI
+
+def _cmd_ingest(args) -> int:
+    report = ingest(args.paths, Lake.from_env(), pool=args.pool, date=args.date)
+    print(json.dumps(report.to_dict(), indent=2, default=str))
+    return 0 if report.ok else 1
+
+
+def register(subparsers) -> None:
+    """Add `perflake ingest PATH... [--pool NAME] [--date YYYY-MM-DD]` to the CLI."""
+    p = subparsers.add_parser("ingest", help="land result files produced elsewhere (harness Parquet, nvbench JSON)")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
+    p.add_argument("--pool", help="pool the results belong to (default: inferred from the run's gpu_sku)")
+    p.add_argument("--date", help="run date YYYY-MM-DD (default: the run's start date, or today for nvbench)")
+    p.set_defaults(func=_cmd_ingest)

@@ -1,0 +1,137 @@
+"""Specification of pipelines.changepoint: detection, FDR, scoring and A/B compare."""
+
+import numpy as np
+import pytest
+
+from pipelines.changepoint.compare import compare
+from pipelines.changepoint.detector import DetectorParams, bh_adjust, detect, select_significant
+from pipelines.changepoint.metrics import covering, f1_score, precision_recall
+
+
+def _gaussian(n, sigma=0.01, seed=0):
+    return 1.0 + sigma * np.random.default_rng(seed).standard_normal(n)
+
+
+def _ar1(n, phi=0.5, sigma=0.01, seed=0):
+    rng = np.random.default_rng(seed)
+    e = np.empty(n)
+    e[0] = rng.standard_normal()
+    for t in range(1, n):
+        e[t] = phi * e[t - 1] + np.sqrt(1 - phi**2) * rng.standard_normal()
+    return 1.0 + sigma * e
+
+
+def test_clean_5_percent_step_is_found_at_its_index_as_a_regression():
+    x = _gaussian(60)
+    x[30:] += 0.05
+    changes = detect(x)
+    assert len(changes) == 1
+    c = changes[0]
+    assert abs(c.index - 30) <= 1
+    assert c.direction == "regression" and not c.provisional
+    assert c.rel_change == pytest.approx(0.05, abs=0.01)
+    assert c.p_value < 1e-3
+
+
+def test_a_drop_in_a_higher_is_better_metric_is_a_regression():
+    x = _gaussian(60)
+    x[30:] -= 0.05
+    (c,) = detect(x, params=DetectorParams(higher_is_worse=False))
+    assert c.direction == "regression"
+
+
+def test_a_single_outlier_is_not_a_change():
+    x = _gaussian(60)
+    x[25] = 1.5
+    assert detect(x) == []
+
+
+def test_change_free_ar1_series_of_200_points_gives_no_change():
+    for seed in range(5):
+        assert detect(_ar1(200, seed=seed)) == [], f"seed {seed}"
+
+
+def test_a_shift_below_the_relative_floor_is_not_reported():
+    x = _gaussian(80, sigma=0.001)  # a 1 % step is 10 sigma: only the 2 % floor stops it
+    x[40:] += 0.01
+    assert detect(x) == []
+    assert len(detect(x, params=DetectorParams(min_rel_change=0.005))) == 1
+
+
+def test_a_step_in_the_last_point_is_provisional():
+    x = _gaussian(60)
+    x[-1] += 0.10
+    (c,) = detect(x)
+    assert c.index == 59 and c.provisional and c.direction == "regression"
+
+
+def test_a_step_in_the_last_two_points_is_provisional():
+    x = _gaussian(60)
+    x[-2:] += 0.05
+    (c,) = detect(x)
+    assert c.index == 58 and c.provisional
+
+
+def test_missing_runs_are_skipped_and_indices_refer_to_the_input():
+    x = _gaussian(60)
+    x[30:] += 0.05
+    x[[5, 10]] = np.nan
+    (c,) = detect(x)
+    assert abs(c.index - 30) <= 1
+
+
+def test_bh_adjust_matches_a_hand_computed_example():
+    # sorted p: 0.01, 0.02, 0.03, 0.04, 0.20 (m = 5) -> p*m/rank: 0.05, 0.05, 0.05, 0.05, 0.20
+    q = bh_adjust([0.04, 0.01, 0.20, 0.03, 0.02])
+    np.testing.assert_allclose(q, [0.05, 0.05, 0.20, 0.05, 0.05])
+    # monotone step-up: 0.01*3/1 = 0.03 but 0.02*3/2 = 0.03 and 0.9 stays 0.9
+    np.testing.assert_allclose(bh_adjust([0.01, 0.02, 0.9]), [0.03, 0.03, 0.9])
+
+
+def test_select_significant_keeps_only_changes_under_the_family_fdr():
+    x = _gaussian(60)
+    x[30:] += 0.05
+    family = {"real": detect(x), "quiet": detect(_gaussian(60, seed=1))}
+    kept = select_significant(family, q=0.05)
+    assert len(kept["real"]) == 1 and kept["quiet"] == []
+
+
+def test_f1_on_a_hand_example():
+    # truth {0,10,20} and {0,10}; predicted {0,11,40}. Union matches 0 and 10 -> P = 2/3;
+    # recalls 2/3 and 2/2 -> R = 5/6; F1 = 2PR/(P+R) = 20/27.
+    ann = {"1": [10, 20], "2": [10]}
+    assert precision_recall(ann, [11, 40]) == pytest.approx((2 / 3, 5 / 6))
+    assert f1_score(ann, [11, 40]) == pytest.approx(20 / 27)
+    # predicting only 20: P = 2/2; recalls 2/3 and 1/2 -> R = 7/12; F1 = 14/19.
+    assert f1_score(ann, [20]) == pytest.approx(14 / 19)
+    # predicting nothing still predicts 0: P = 1; recalls 1/3 and 1/2 -> R = 5/12; F1 = 10/17.
+    assert f1_score(ann, []) == pytest.approx(10 / 17)
+
+
+def test_covering_on_a_hand_example():
+    # n = 10, truth cut at 5 ([0,5), [5,10)); prediction cut at 4 ([0,4), [4,10)):
+    # (5 * 4/5 + 5 * 5/6) / 10 = 49/60.
+    assert covering({"a": [5]}, [4], 10) == pytest.approx(49 / 60)
+    assert covering({"a": [5]}, [5], 10) == pytest.approx(1.0)
+    assert covering({"a": [5], "b": []}, [], 10) == pytest.approx((0.5 + 1.0) / 2)
+
+
+def test_compare_says_slower_for_a_clear_10_percent_shift():
+    rng = np.random.default_rng(0)
+    a = rng.normal(1.0, 0.01, 40)
+    b = rng.normal(1.1, 0.01, 40)
+    r = compare(a, b)
+    assert r.verdict == "slower" and r.ratio == pytest.approx(1.1, abs=0.01)
+    assert r.ci_low > 1.0 and r.p_value < 1e-6
+    assert compare(b, a).verdict == "faster"
+
+
+def test_compare_says_same_for_identical_distributions():
+    rng = np.random.default_rng(1)
+    r = compare(rng.normal(1.0, 0.01, 100), rng.normal(1.0, 0.01, 100))
+    assert r.verdict == "same"
+
+
+def test_compare_says_ambiguous_when_too_few_noisy_samples():
+    rng = np.random.default_rng(2)
+    assert compare(rng.normal(1.0, 0.2, 3), rng.normal(1.05, 0.2, 3)).verdict == "ambiguous"

@@ -1,0 +1,85 @@
+"""The SQL server (Spark Thrift Server) over a lake: start, query through beeline, stop.
+
+It runs on a lake of its own: the embedded Derby metastore admits one process, and the
+test session's Spark already holds the shared test lake's."""
+from __future__ import annotations
+
+import socket
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines import sqlserver
+from pipelines.lake import Lake
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def server_lake(tmp_path):
+    """A separate lake with one Parquet file; whatever server a test starts on it is
+    stopped afterwards, pass or fail."""
+    lake = Lake(tmp_path / "lake")
+    data = lake.root / "external" / "t"
+    data.mkdir(parents=True)
+    pq.write_table(pa.table({"x": pa.array([3, 4, 5], pa.int64())}), data / "part-0.parquet")
+    yield lake
+    sqlserver.stop(lake)
+
+
+def test_the_server_answers_sql_over_jdbc_and_stops_cleanly(server_lake):
+    port = _free_port()
+    st = sqlserver.start(server_lake, port=port, timeout_s=180)
+    assert st.running and st.host == "127.0.0.1" and _listening(port)
+    assert sqlserver.status(server_lake).pid == st.pid
+    with pytest.raises(RuntimeError, match="already runs for this lake"):
+        sqlserver.start(server_lake, port=_free_port())
+
+    location = (server_lake.root / "external" / "t").as_uri()
+    sqlserver.query_via_beeline("CREATE DATABASE IF NOT EXISTS perf", port=port)
+    sqlserver.query_via_beeline(f"CREATE TABLE perf.t USING parquet LOCATION '{location}'", port=port)
+    header, rows = sqlserver.query_via_beeline("SELECT count(*) AS n, sum(x) AS total FROM perf.t", port=port)
+    assert header == ["n", "total"] and rows == [["3", "12"]]
+
+    assert sqlserver.stop(server_lake) is True
+    assert not _listening(port)
+    assert not sqlserver._alive(st.pid)
+    assert not sqlserver.status(server_lake).running
+    assert sqlserver.stop(server_lake) is False
+
+
+def test_a_non_loopback_host_needs_an_explicit_allow(tmp_path):
+    with pytest.raises(ValueError, match="allow_remote"):
+        sqlserver.start(Lake(tmp_path), host="0.0.0.0")
+
+
+def test_a_port_taken_by_another_program_is_reported_before_starting(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        with pytest.raises(RuntimeError, match="already in use"):
+            sqlserver.start(Lake(tmp_path), port=s.getsockname()[1])
+    assert not sqlserver.pid_file(Lake(tmp_path)).exists()
+
+
+def test_the_cli_has_start_stop_and_status_on_loopback_by_default():
+    from pipelines.cli import build_parser
+
+    args = build_parser().parse_args(["sql-server", "start", "--port", "10001"])
+    assert (args.action, args.host, args.port, args.allow_remote) == ("start", "127.0.0.1", 10001, False)
+    assert build_parser().parse_args(["sql-server", "status"]).func.__name__ == "_cmd_sql_server"
