@@ -57,17 +57,20 @@ def land(info: dict, results: list) -> dict:
 
 
 @task
-def mine(info: dict, landed: dict) -> dict:
-    """Mine the night's date, then publish: print the run's summary and name the
-    unstable cases (one Spark session for all three)."""
+def mine(info: dict, landed: dict, rerun: bool = False) -> dict:
+    """Mine the night's date, then publish: print the runs' summary and name the
+    unstable cases, or, after the reruns, whether each was confirmed or cleared
+    (one Spark session for all of it)."""
     from airflow.sdk.exceptions import AirflowSkipException
 
     from pipelines.tasks import mine_and_publish
 
     if not landed["shards_landed"]:
         raise AirflowSkipException("no shard landed: nothing to mine")
-    result = mine_and_publish(info)
+    result = mine_and_publish(info, rerun)
     print(f"mined: {result['mined']}\n{result['summary']}")
+    if rerun:
+        print(f"confirmation reruns: {result['confirmation']}")
     return result
 
 
@@ -83,4 +86,4 @@ def sweep() -> None:
                      .expand(shard=plan.override(task_id=_task_name("plan_rerun", name))(info, name, mined))
                      for name, p in POOLS.items()]
     rerun_landed = land.override(task_id="land_reruns")(info, rerun_results)
-    mine.override(task_id="mine_reruns")(info, rerun_landed)
+    mine.override(task_id="mine_reruns")(info, rerun_landed, rerun=True)

@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--seed", type=int, default=None, help="shuffle the case order with this seed")
     run.add_argument("--stopping", default=None, help='JSON overrides, e.g. {"min_time_s": 1.0}')
     run.add_argument("--inject", default=None,
-                     help='sim only: JSON list of {"match": {...}, "since": "YYYY-MM-DD", "factor": 1.05}')
+                     help='sim only: JSON list of {"match": {...}, "since": "YYYY-MM-DD", "factor": 1.05, '
+                          '"jitter": 0.0, "reasons": ["nightly"]} (jitter and reasons optional)')
     args = ap.parse_args(argv)
     try:
         case_ids = args.cases.split(",") if getattr(args, "cases", None) else None

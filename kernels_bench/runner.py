@@ -100,7 +100,7 @@ def _measurer(spec: ShardSpec, rule: StoppingRule, injections):
         sim = SimDevice(spec.device.split(":", 1)[1], injections=injections)
         # Simulated samples are cheap but land as rows: cap them at a realistic count.
         sim_rule = replace(rule, max_samples=min(rule.max_samples, 200))
-        return lambda case: sim.measure(case, sim_rule, spec.run_id, spec.dt, spec.attempt)
+        return lambda case: sim.measure(case, sim_rule, spec.run_id, spec.dt, spec.attempt, reason=spec.reason)
     from kernels_bench.isolation import IsolatedMeasurer
 
     m = IsolatedMeasurer(spec.device, rule)

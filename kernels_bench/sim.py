@@ -41,13 +41,20 @@ def _seed(*parts: object) -> int:
 
 @dataclass(frozen=True)
 class Injection:
-    """Make matching cases `factor` times slower from date `since` (YYYY-MM-DD) on."""
+    """Make matching cases `factor` times slower from date `since` (YYYY-MM-DD) on, and
+    optionally noisier (`jitter`: extra log-normal sigma per sample, an unstable
+    measurement). `reasons` limits it to runs of those reasons (e.g. ["nightly"], so
+    that a confirmation rerun sees the clean device)."""
 
     match: dict
     since: str
-    factor: float
+    factor: float = 1.0
+    jitter: float = 0.0
+    reasons: tuple[str, ...] | None = None
 
-    def applies(self, case: Case, dt: str) -> bool:
+    def applies(self, case: Case, dt: str, reason: str | None = None) -> bool:
+        if self.reasons is not None and reason not in self.reasons:
+            return False
         flat = {"family": case.family, "kernel": case.kernel, "backend": case.backend,
                 "dtype": case.dtype, **case.p}
         return dt >= self.since and all(str(flat.get(k)) == str(v) for k, v in self.match.items())
@@ -97,18 +104,21 @@ class SimDevice:
     def __post_init__(self):
         self.hw = hardware(self.sku)
 
-    def measure(self, case: Case, rule: StoppingRule, run_id: str, dt: str, attempt: int = 1) -> CaseOutcome:
+    def measure(self, case: Case, rule: StoppingRule, run_id: str, dt: str, attempt: int = 1,
+                reason: str | None = None) -> CaseOutcome:
         nm, hw = self.noise, self.hw
         rng = np.random.default_rng(_seed("samples", self.sku, case.case_id, run_id, attempt))
         level = mean_latency_ns(hw, case)
         level *= math.exp(rng.normal(0.0, nm.drift_sigma))
         if _unit("bimodal", case.case_id) < nm.bimodal_share and rng.random() < 0.5:
             level *= 1.0 + nm.bimodal_gap
+        jitter = nm.jitter_sigma
         for inj in self.injections:
-            if inj.applies(case, dt):
+            if inj.applies(case, dt, reason):
                 level *= inj.factor
+                jitter = math.hypot(jitter, inj.jitter)
         n = min(rule.max_samples, max(rule.min_samples, int(rule.min_time_s * 1e9 / level) + 1))
-        lat = level * np.exp(rng.normal(0.0, nm.jitter_sigma, n))
+        lat = level * np.exp(rng.normal(0.0, jitter, n))
         spikes = rng.random(n) < nm.tail_prob
         lat[spikes] *= 1.0 + rng.exponential(nm.tail_scale, spikes.sum())
         clock = np.full(n, float(hw.sm_clock_default_mhz or 1500)) * (1 + rng.normal(0, 0.003, n))

@@ -91,10 +91,31 @@ def run_shard(shard: dict, attempt: int, dag_run_id: str) -> dict:
     return result
 
 
-def mine_and_publish(info: dict) -> dict:
-    """Mine the run's date and pools, then summarise the run and list its unstable cases."""
-    return {"mined": mine(info["dt"], info["pools"]), "summary": publish_summary(info["dt"], sweep_run_ids(info)),
-            "unstable": unstable_cases(info)}
+def mine_and_publish(info: dict, rerun: bool = False) -> dict:
+    """Mine the run's date and pools, then summarise the runs. After the first mine,
+    list the unstable cases (to be rerun); after the reruns' mine, say per case whether
+    the rerun confirmed the instability or cleared it."""
+    out = {"mined": mine(info["dt"], info["pools"]), "summary": publish_summary(info["dt"], sweep_run_ids(info, rerun))}
+    if rerun:
+        out["confirmation"] = rerun_outcomes(info)
+    else:
+        out["unstable"] = unstable_cases(info)
+    return out
+
+
+def rerun_outcomes(info: dict) -> dict[str, dict[str, str]]:
+    """Per pool and rerun case: 'confirmed' when the larger-budget rerun is unstable too,
+    'cleared' when it measured stably, 'failed' when it did not measure."""
+    from pipelines.sql import run_query
+
+    q = (f"SELECT pool, case_id, status, stable FROM perf.case_stats WHERE dt = '{info['dt']}' "
+         f"AND run_id IN {_in_list(sweep_run_ids(info, rerun=True))} ORDER BY pool, case_id")
+    _, rows = run_query(q, engine="spark", lake=Lake.from_env())
+    out: dict[str, dict[str, str]] = {}
+    for pool, case_id, status, stable in rows:
+        verdict = "failed" if status != "ok" else ("cleared" if stable else "confirmed")
+        out.setdefault(pool, {})[case_id] = verdict
+    return out
 
 
 def unstable_cases(info: dict) -> dict[str, list[str]]:
