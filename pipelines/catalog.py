@@ -26,7 +26,9 @@ def write_partitions(spark: SparkSession, lake: Lake, df: DataFrame, table: Tabl
     if not table.partition_by:
         raise ValueError(f"{table.name} is not partitioned; use replace_by_key")
     name = ensure_table(spark, lake, table)
-    df.select(*ordered_columns(table)).write.insertInto(name, overwrite=True)
+    # Compaction: one task per partition writes it as few files as maxRecordsPerFile
+    # allows, rather than one small file per shuffle partition.
+    df.select(*ordered_columns(table)).repartition(*table.partition_by).write.insertInto(name, overwrite=True)
 
 
 def replace_by_key(spark: SparkSession, lake: Lake, df: DataFrame, table: Table) -> None:

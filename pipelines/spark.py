@@ -36,7 +36,12 @@ def get_spark(lake: Lake, app: str = "perflake"):
             raise RuntimeError(f"a Spark session for lake {current} is already running in this process; "
                                f"cannot switch to {lake.warehouse}")
         return active
-    builder = SparkSession.builder.appName(app).master(os.environ.get("PERFLAKE_SPARK_MASTER", "local[2]"))
+    builder = SparkSession.builder.appName(app)
+    master = os.environ.get("PERFLAKE_SPARK_MASTER")
+    if master or "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # Under spark-submit (which starts the JVM and sets the gateway port), its
+        # --master decides; otherwise $PERFLAKE_SPARK_MASTER or local mode.
+        builder = builder.master(master or "local[2]")
     for k, v in spark_conf(lake).items():
         builder = builder.config(k, v)
     spark = builder.enableHiveSupport().getOrCreate()

@@ -88,3 +88,10 @@ def test_rerunning_the_mine_for_the_date_changes_nothing(nightly, spark, lake):
     assert (after.c, after.s) == (before.c, before.s)
     assert spark.sql("SELECT count(*) FROM perf.samples WHERE dt = '2030-01-02'").collect()[0][0] == \
         sum(pq.ParquetFile(f).metadata.num_rows for f in (lake.landing / "samples" / "dt=2030-01-02").rglob("*.parquet"))
+
+
+def test_each_published_partition_is_compacted_into_one_file(nightly, lake):
+    for table in ("samples", "case_stats", "runs"):
+        parts = list((lake.table_path(table) / "dt=2030-01-02").glob("pool=*"))
+        assert {p.name for p in parts} == {"pool=cpu", "pool=sim-h100"}
+        assert all(len(list(p.glob("*.parquet"))) == 1 for p in parts), table
