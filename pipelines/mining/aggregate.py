@@ -10,24 +10,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipelines.mining.noise import GROUP
+from pipelines.mining.order_stats import at as _at, quantile
 from schemas.spark import ordered_columns
 from schemas.tables import CASE_STATS
 
 STABLE_REL_IQR = 0.05  # IQR / median at or under this is a stable measurement
 Z95 = 1.959964
-
-
-def _at(arr: Column, one_based: Column) -> Column:
-    return F.element_at(arr, one_based.cast("int"))
-
-
-def quantile(arr: Column, n: Column, q: float) -> Column:
-    """Linear-interpolated quantile of a sorted array of length n (null when n = 0)."""
-    pos = F.lit(q) * (n - 1)
-    lo = F.floor(pos)
-    hi = F.ceil(pos)
-    v_lo, v_hi = _at(arr, lo + 1), _at(arr, hi + 1)
-    return F.when(n > 0, v_lo + (v_hi - v_lo) * (pos - lo))
 
 
 def sample_stats(flagged: DataFrame) -> DataFrame:

@@ -20,7 +20,9 @@ def _sample_reject_reason() -> Column:
 def clean_samples(samples: DataFrame) -> tuple[DataFrame, DataFrame]:
     """Split samples into (good, rejected). Good rows are unique on (run, case, attempt,
     iteration); a duplicate keeps one copy. Rejected rows carry `reason`."""
-    tagged = samples.withColumn("_reason", _sample_reject_reason())
+    # Cluster by case once: deduplication, the latest-attempt window and every per-case
+    # aggregation downstream reuse this partitioning instead of shuffling again.
+    tagged = samples.repartition("run_id", "case_id").withColumn("_reason", _sample_reject_reason())
     rejected = tagged.where(F.col("_reason").isNotNull()).withColumnRenamed("_reason", "reason")
     good = tagged.where(F.col("_reason").isNull()).drop("_reason").dropDuplicates(list(SAMPLE_KEYS))
     return good, rejected

@@ -1,0 +1,56 @@
+"""The mining transformations as pure functions on small DataFrames: cleaning, outlier
+flags and robust statistics agree with numpy on the same numbers."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipelines.mining.aggregate import sample_stats
+from pipelines.mining.clean import clean_samples, latest_attempt
+from pipelines.mining.noise import flag_outliers
+
+COLS = ["run_id", "case_id", "attempt", "iteration", "latency_ns", "throttled"]
+
+
+def frame(spark, rows):
+    return spark.createDataFrame(rows, "run_id string, case_id string, attempt int, iteration int, "
+                                       "latency_ns bigint, throttled boolean")
+
+
+def test_clean_rejects_invalid_latencies_with_a_reason_and_keeps_one_copy_of_a_duplicate(spark):
+    rows = [("r", "c", 1, 0, 100, False), ("r", "c", 1, 0, 100, False), ("r", "c", 1, 1, -5, False),
+            ("r", "c", 1, 2, 0, False), ("r", "c", 1, 3, 110, False)]
+    good, bad = clean_samples(frame(spark, rows))
+    assert sorted(r.iteration for r in good.collect()) == [0, 3]
+    assert sorted(r.reason for r in bad.collect()) == ["latency_ns is not positive: -5",
+                                                       "latency_ns is not positive: 0"]
+
+
+def test_only_the_latest_attempt_of_a_case_is_kept(spark):
+    rows = [("r", "c", 1, 0, 100, False), ("r", "c", 2, 0, 120, False), ("r", "d", 1, 0, 90, False)]
+    kept = latest_attempt(frame(spark, rows)).collect()
+    assert sorted((r.case_id, r.attempt) for r in kept) == [("c", 2), ("d", 1)]
+
+
+def test_a_far_sample_is_an_outlier_and_a_throttled_one_is_excluded_but_kept_as_a_row(spark):
+    lat = [1000, 1010, 990, 1005, 995, 1002, 998, 5000]
+    rows = [("r", "c", 1, i, v, False) for i, v in enumerate(lat)] + [("r", "c", 1, 99, 1003, True)]
+    flagged = {r.iteration: r for r in flag_outliers(frame(spark, rows)).collect()}
+    assert len(flagged) == 9  # nothing dropped
+    assert [i for i, r in flagged.items() if r.outlier] == [7]
+    assert not flagged[99].kept and not flagged[99].outlier  # throttled: excluded, not an outlier
+
+
+def test_statistics_of_kept_samples_match_numpy(spark):
+    rng = np.random.default_rng(3)
+    lat = (1000 * np.exp(rng.normal(0, 0.05, 101))).astype(int)
+    rows = [("r", "c", 1, i, int(v), False) for i, v in enumerate(lat)]
+    s = sample_stats(flag_outliers(frame(spark, rows))).collect()[0]
+    kept = lat  # lognormal 5 %: no sample is 5 robust sigmas out
+    assert s.n == s.n_kept == 101
+    assert s.median_ns == pytest.approx(np.median(kept))
+    assert s.p10_ns == pytest.approx(np.quantile(kept, 0.1))
+    assert s.p90_ns == pytest.approx(np.quantile(kept, 0.9))
+    assert s.iqr_ns == pytest.approx(np.quantile(kept, 0.75) - np.quantile(kept, 0.25))
+    assert s.mean_ns == pytest.approx(kept.mean())
+    assert s.median_ci_low_ns <= s.median_ns <= s.median_ci_high_ns
