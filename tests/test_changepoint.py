@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from pipelines.changepoint.compare import compare
-from pipelines.changepoint.detector import DetectorParams, bh_adjust, detect, select_significant
+from pipelines.changepoint.detector import (DetectorParams, bh_adjust, confirms, detect, measure_at,
+                                            select_significant)
 from pipelines.changepoint.metrics import covering, f1_score, precision_recall
 
 
@@ -70,6 +71,32 @@ def test_a_step_in_the_last_two_points_is_provisional():
     x[-2:] += 0.05
     (c,) = detect(x)
     assert c.index == 58 and c.provisional
+
+
+def test_a_young_level_that_is_not_yet_significant_is_never_placed_after_its_start():
+    # 8 runs, then a 10 % step seen for 3-7 runs: too short a history for the rank test,
+    # and its newest runs must not be reported as a change of their own.
+    for n in range(11, 16):
+        x = _gaussian(n, sigma=0.005)
+        x[8:] += 0.10
+        assert [c.index for c in detect(x) if c.index != 8] == [], f"{n} runs"
+
+
+def test_measure_at_re_measures_a_known_change_where_it_was_found():
+    x = _gaussian(14, sigma=0.005)
+    x[8:] += 0.10
+    c = measure_at(x, 8)
+    assert c.index == 8 and c.direction == "regression" and not c.provisional
+    assert c.rel_change == pytest.approx(0.10, abs=0.01) and c.sigmas > 10
+    assert measure_at(x, 0) is None
+
+
+def test_confirms_waits_for_a_second_run_and_then_says_whether_it_agrees():
+    x = _gaussian(10, sigma=0.005)
+    x[9] += 0.10
+    assert confirms(x, 9) is None  # the change run alone
+    assert confirms(np.append(x, x[9]), 9) is True  # the next run (or a rerun) agrees
+    assert confirms(np.append(x, 1.0), 9) is False  # it is back at the old level
 
 
 def test_missing_runs_are_skipped_and_indices_refer_to_the_input():

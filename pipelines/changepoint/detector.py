@@ -21,7 +21,8 @@ How it decides, in three stages:
    the change confirmed or cleared); a longer one also needs alpha.
 
 The public API is `DetectorParams`, `Change`, `detect`, `bh_adjust` and
-`select_significant`.
+`select_significant`, plus `measure_at`, `confirms` and `effect_floor` for following a
+change already reported (pipelines.mining.regressions).
 """
 
 from __future__ import annotations
@@ -312,7 +313,10 @@ def _tail_change(x: np.ndarray, cps: list[int], sigma: float,
       runs, within the last segment, so that slow drift does not read as a step.
     - A provisional change (m <= confirm_points) has no test to lean on: the median of
       its m runs must clear both floors and every run half of them, all on the same
-      side of that level (a lone run: LONE_RUN_FACTOR times the floors).
+      side of that level (a lone run: LONE_RUN_FACTOR times the floors). The run just
+      before them must not clear the floor on that side too: then the new level began
+      earlier, and reporting its last m runs would put the change at the wrong run (a
+      level older than confirm_points that is not yet significant is not reported).
     - A longer one needs the median of its m runs to clear the floors, and alpha.
     The longest qualifying m wins.
     """
@@ -324,14 +328,15 @@ def _tail_change(x: np.ndarray, cps: list[int], sigma: float,
         local = x[max(start, n - m - LOCAL_RUNS):n - m]
         level = float(np.median(local))
         shift = x[n - m:] - level
-        floor = max(params.min_rel_change * abs(level), params.min_sigma * sigma)
-        if m == 1:
-            floor *= LONE_RUN_FACTOR
+        base_floor = effect_floor(level, sigma, params)
+        floor = base_floor * (LONE_RUN_FACTOR if m == 1 else 1.0)
         if m <= params.confirm_points:  # no test gates these: each run must show it
             half = floor / 2
             if floor == 0 or abs(float(np.median(shift))) < floor or not (
                     np.all(shift >= half) or np.all(shift <= -half)):
                 continue
+            if np.sign(np.median(shift)) * (x[n - m - 1] - level) >= base_floor:
+                continue  # the new level began before these m runs
         elif floor == 0 or abs(float(np.median(shift))) < floor:
             continue
         seg = x[start:]
@@ -352,6 +357,74 @@ def _describe(index: int, before: float, right: np.ndarray, sigma: float, p: flo
     return Change(index=index, before=before, after=after, rel_change=rel,
                   sigmas=abs(shift) / sigma if sigma > 0 else float("inf"), p_value=p,
                   direction="regression" if worse else "improvement", provisional=provisional)
+
+
+def effect_floor(level: float, sigma: float, params: DetectorParams) -> float:
+    """Smallest shift from `level` worth reporting: the stricter of the relative floor
+    and the floor in robust noise units."""
+    return max(params.min_rel_change * abs(level), params.min_sigma * sigma)
+
+
+# --- a change known from an earlier look ---------------------------------------------
+
+def measure_at(values, index: int, *, changes=(), params: DetectorParams = DetectorParams()) -> Change | None:
+    """Re-measure a level change already known to start at position `index` of `values`.
+
+    For tracking a reported change night after night, when the data grew since it was
+    found. `changes` are the positions of the series' other known changes (they bound
+    the segments). Positions and NaN handling are as in `detect`. before: median of up
+    to LOCAL_RUNS runs before `index`, back to the previous change (the last good
+    level); after: median of the runs from `index` to the next change; sigmas: in the
+    robust noise of the series cut at every change; p_value: the split test between the
+    two neighbouring segments, every position in them counted as searched. None when
+    `index` is not a finite run or has no run before it.
+    """
+    known = _known_split(values, index, changes)
+    if known is None:
+        return None
+    x, k, lo, hi, sigma = known
+    left, right = x[lo:k], x[k:hi]
+    return _describe(index, float(np.median(left[-LOCAL_RUNS:])), right, sigma, _fixed_split_pvalue(left, right),
+                     k >= len(x) - params.confirm_points, params)
+
+
+def confirms(values, index: int, *, changes=(), params: DetectorParams = DetectorParams()) -> bool | None:
+    """Do the runs from `index` agree that a new level starts there?
+
+    The first max(confirm_points, 2) runs from `index` (the change run and at least one
+    later run, e.g. a confirmation rerun) must each leave the last good level (as in
+    `measure_at`) by half the effect floor or more on the same side, and their median by
+    the whole floor. None while there are not yet that many runs.
+    """
+    known = _known_split(values, index, changes)
+    if known is None:
+        return None
+    x, k, lo, hi, sigma = known
+    need = max(params.confirm_points, 2)
+    if hi - k < need:
+        return None
+    level = float(np.median(x[lo:k][-LOCAL_RUNS:]))
+    shift = x[k:k + need] - level
+    floor = effect_floor(level, sigma, params)
+    return bool(floor > 0 and abs(float(np.median(shift))) >= floor
+                and (np.all(shift >= floor / 2) or np.all(shift <= -floor / 2)))
+
+
+def _known_split(values, index: int, changes) -> tuple[np.ndarray, int, int, int, float] | None:
+    """(finite runs, position of `index` among them, segment start, segment end, noise
+    sigma), with the segments bounded by the other known changes."""
+    raw = np.asarray(values, dtype=float)
+    kept = np.flatnonzero(np.isfinite(raw))
+    pos = {int(i): j for j, i in enumerate(kept)}
+    if index not in pos or pos[index] == 0:
+        return None
+    k = pos[index]
+    cps = sorted({pos[int(c)] for c in changes if int(c) in pos} - {0} | {k})
+    x = raw[kept]
+    i = cps.index(k)
+    lo = cps[i - 1] if i > 0 else 0
+    hi = cps[i + 1] if i + 1 < len(cps) else len(x)
+    return x, k, lo, hi, _noise_sigma(x, cps)
 
 
 # --- many series at once -------------------------------------------------------------

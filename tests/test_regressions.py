@@ -1,0 +1,274 @@
+"""perf.regressions over a simulated nightly history with known ground truth, pooled
+attribution, and `perflake compare`.
+
+The history: 12 nights on the simulated H100 in pool sim-regress (dates in 2033). From
+night 9 on, every bf16 GEMM is 10 % slower (an injected regression) and torch goes from
+2.12.0 to 2.13.0 (the run provenance says so). On night 12 one copy case is 15 % slower
+in the nightly run only; its confirmation rerun that night measures it at its usual
+level. Two more cases never change. Every night is landed as the harness lands it; see `history` for how each is mined.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from kernels_bench import provenance
+from kernels_bench.case import Case
+from kernels_bench.runner import ShardSpec, run_shard
+from kernels_bench.sim import Injection, _unit
+from kernels_bench.stopping import StoppingRule
+from kernels_bench.suite import PlannedCase, Suite
+from pipelines.landing import land_shard
+
+POOL = "sim-regress"
+SKU = "H100-SXM5-80GB"
+NIGHTS = [f"2033-03-{d:02d}" for d in range(1, 13)]
+CHANGE_NIGHT, BLIP_NIGHT = NIGHTS[8], NIGHTS[11]
+SLOWED = [Case.make("gemm", "matmul", "torch", "bf16", m=s, n=s, k=s) for s in (1024, 2048, 3072, 4096)]
+STEADY = [Case.make("gemm", "matmul", "torch", "fp32", m=1024, n=1024, k=1024),
+          Case.make("memory", "copy", "torch", "fp32", numel=1 << 22)]
+BLIP = Case.make("memory", "copy", "torch", "fp32", numel=1 << 20)
+RULE = StoppingRule(min_samples=60, min_time_s=0.0, max_samples=60)
+NIGHTLY_INJECTIONS = (Injection(match={"kernel": "matmul", "dtype": "bf16"}, since=CHANGE_NIGHT, factor=1.10),
+                      Injection(match={"kernel": "copy", "numel": 1 << 20}, since=BLIP_NIGHT, factor=1.15))
+
+
+def run_id(dt: str, suffix: str = "") -> str:
+    return f"regress-{dt}-{POOL}{suffix}"
+
+
+def land_night(lake, tmp_path, dt: str, *, cases, injections, reason="nightly", suffix="", hour=2) -> str:
+    """Measure `cases` on the simulated device for night `dt` and land them, with the
+    provenance of that night: torch 2.12.0 before the change night, 2.13.0 from it on."""
+    rid = run_id(dt, suffix)
+    out = tmp_path / rid
+    spec = ShardSpec(run_id=rid, shard=0, num_shards=1, pool=POOL, device=f"sim:{SKU}", dt=dt, reason=reason)
+    paths = run_shard(Suite("regress", tuple(PlannedCase(c) for c in cases), RULE), spec, out,
+                      injections=injections, progress=lambda m: None)
+    (row,) = pq.read_table(paths["runs"]).to_pylist()
+    start = datetime.datetime.fromisoformat(dt).replace(hour=hour, tzinfo=datetime.timezone.utc)
+    row.update(torch_version="2.13.0" if dt >= CHANGE_NIGHT else "2.12.0", harness_commit="0a1b2c3",
+               started_at=start, finished_at=start + datetime.timedelta(minutes=20))
+    row["software_fingerprint"] = provenance.fingerprint(row, provenance.SOFTWARE_KEYS)
+    pq.write_table(pa.Table.from_pylist([row], schema=pq.read_schema(paths["runs"])), paths["runs"])
+    land_shard(out, lake, dt=dt, pool=POOL, run_id=rid, shard=0)
+    return rid
+
+
+def snapshot(spark) -> pd.DataFrame:
+    df = spark.sql(f"SELECT * FROM perf.regressions WHERE pool = '{POOL}'").toPandas()
+    return df.sort_values(["series_key", "change_run_id"]).reset_index(drop=True)
+
+
+def case_of(spark, case: Case) -> pd.DataFrame:
+    return snapshot(spark).query("case_id == @case.case_id")
+
+
+def publish(spark, lake, dates: list[str]) -> None:
+    """Publish the landed nights `dates` in one Spark pass with the mining job's own
+    transformations (clean, flag outliers, aggregate): the background history, without
+    a mine per night (each costs tens of seconds on a loaded 2-core machine)."""
+    from pipelines import catalog
+    from pipelines.mine import hardware_frame, landed_files, read_landed
+    from pipelines.mining.aggregate import case_stats
+    from pipelines.mining.clean import clean_samples, latest_attempt
+    from pipelines.mining.noise import flag_outliers
+    from schemas.spark import ordered_columns
+    from schemas.tables import CASE_RESULTS, CASE_STATS, RUNS, SAMPLES
+
+    def landed(kind, table):
+        return read_landed(spark, [f for dt in dates for f in landed_files(lake, kind, dt, [POOL])], table)
+
+    runs = landed("runs", RUNS).drop("_source")
+    results = latest_attempt(landed("case_results", CASE_RESULTS).drop("_source"))
+    good, _ = clean_samples(landed("samples", SAMPLES))
+    flagged = flag_outliers(latest_attempt(good.drop("_source"))).cache()
+    catalog.write_partitions(spark, lake, runs, RUNS)
+    catalog.write_partitions(spark, lake, flagged.select(*ordered_columns(SAMPLES)), SAMPLES)
+    catalog.write_partitions(spark, lake, case_stats(flagged, results, runs, hardware_frame(spark)), CASE_STATS)
+    flagged.unpersist()
+
+
+@pytest.fixture(scope="module")
+def history(spark, lake, tmp_path_factory):
+    """Land the 12 nights and the blip's rerun; the table after each step. Nights are
+    published in bulk and followed by update_regressions, the step every mine ends with;
+    the blip night is then mined a second time by the real mining job."""
+    from pipelines.mine import mine
+    from pipelines.mining.regressions import acknowledge, provisional_cases, update_regressions
+
+    tmp = tmp_path_factory.mktemp("regress")
+
+    def land(dates):
+        for dt in dates:
+            land_night(lake, tmp, dt, cases=SLOWED + STEADY + [BLIP], injections=NIGHTLY_INJECTIONS)
+
+    steps = {}
+    land(NIGHTS[:8])
+    publish(spark, lake, NIGHTS[:8])
+    update_regressions(spark, lake)
+    steps[NIGHTS[7]] = snapshot(spark)
+    land([CHANGE_NIGHT])
+    publish(spark, lake, [CHANGE_NIGHT])
+    update_regressions(spark, lake)
+    steps[CHANGE_NIGHT] = snapshot(spark)
+    land(NIGHTS[9:11])
+    publish(spark, lake, NIGHTS[9:11])
+    update_regressions(spark, lake)
+    steps[NIGHTS[10]] = snapshot(spark)
+    land([BLIP_NIGHT])
+    publish(spark, lake, [BLIP_NIGHT])
+    update_regressions(spark, lake)
+    steps[BLIP_NIGHT] = snapshot(spark)
+    steps["to rerun"] = provisional_cases(spark.table("perf.regressions"), [run_id(BLIP_NIGHT)])
+    # What the nightly DAG's rerun plan asks for after this night's mine (the sweep id
+    # regress-<dt> names the pool's run regress-<dt>-<pool>, as pipelines.tasks does).
+    from pipelines.tasks import unstable_cases
+
+    steps["rerun plan"] = unstable_cases({"dt": BLIP_NIGHT, "run_id": f"regress-{BLIP_NIGHT}", "pools": [POOL]})
+    mine(spark, lake, BLIP_NIGHT, [POOL])  # the same night again, by the real job
+    steps["re-mined"] = snapshot(spark)
+    first = steps[BLIP_NIGHT].query("case_id == @SLOWED[0].case_id").iloc[0]
+    acknowledge(spark, lake, first.series_key, first.change_run_id, by="alice", note="known: new bf16 tiles")
+    # The rerun of the blip case that night, on a device without the slowdown.
+    land_night(lake, tmp, BLIP_NIGHT, cases=[BLIP], injections=(), reason="rerun", suffix="-rerun", hour=5)
+    publish(spark, lake, [BLIP_NIGHT])
+    update_regressions(spark, lake)
+    steps["after rerun"] = snapshot(spark)
+    steps["acknowledged"] = (first.series_key, first.change_run_id)
+    return steps
+
+
+def test_the_simulated_cases_of_the_scenario_are_unimodal():
+    # The sim gives 10 % of cases two modes 3 % apart; the scenario's ground truth
+    # assumes none of its cases is one of them.
+    assert all(_unit("bimodal", c.case_id) >= 0.10 for c in SLOWED + STEADY + [BLIP])
+
+
+def test_nothing_is_reported_before_the_injected_change(history):
+    assert history[NIGHTS[7]].empty
+
+
+def test_the_injected_step_is_provisional_on_its_first_night(history):
+    rows = history[CHANGE_NIGHT]
+    assert sorted(rows.case_id) == sorted(c.case_id for c in SLOWED)
+    assert set(rows.status) == {"provisional"}
+    assert set(rows.change_run_id) == {run_id(CHANGE_NIGHT)}
+    assert set(rows.last_good_run_id) == {run_id(NIGHTS[7])}
+    assert set(rows.direction) == {"regression"} and set(rows.runs_after) == {1}
+
+
+def test_the_next_nights_confirm_it_at_the_same_change_run(history):
+    rows = history[NIGHTS[10]]
+    assert sorted(rows.case_id) == sorted(c.case_id for c in SLOWED)
+    assert set(rows.status) == {"confirmed"}
+    assert set(rows.change_run_id) == {run_id(CHANGE_NIGHT)}
+    assert set(rows.confirmed_by_run_id) == {run_id(NIGHTS[9])}
+
+
+def test_the_step_is_found_with_its_size_direction_and_cause(history):
+    rows = history[NIGHTS[10]].query("case_id in @ids", local_dict={"ids": [c.case_id for c in SLOWED]})
+    assert len(rows) == len(SLOWED)
+    assert set(rows.change_run_id) == {run_id(CHANGE_NIGHT)} and set(rows.status) == {"confirmed"}
+    assert set(rows.direction) == {"regression"}
+    assert rows.change_pct.between(8.5, 11.5).all(), rows.change_pct.tolist()
+    assert (rows.after_ns > rows.before_ns).all() and (rows.p_value > 0).all() and rows.q_value.notna().all()
+    assert set(rows.cause) == {"torch 2.12.0 -> 2.13.0"}
+    assert all(dict(a) == {"torch": "2.12.0 -> 2.13.0"} for a in rows.attribution)
+
+
+def test_change_free_series_yield_no_regression(history):
+    ids = {c.case_id for c in STEADY}
+    for step, rows in history.items():
+        if isinstance(rows, pd.DataFrame):
+            assert not set(rows.case_id) & ids, step
+
+
+def test_a_one_run_slowdown_is_provisional_and_cleared_by_its_rerun(history):
+    (blip,) = history[BLIP_NIGHT].query("case_id == @BLIP.case_id").itertuples()
+    assert blip.status == "provisional" and blip.change_run_id == run_id(BLIP_NIGHT)
+    assert blip.change_pct == pytest.approx(15, abs=2) and blip.cause == "no recorded difference"
+    assert history["to rerun"] == {POOL: [BLIP.case_id]}
+    (after,) = history["after rerun"].query("case_id == @BLIP.case_id").itertuples()
+    assert after.status == "cleared" and after.change_run_id == run_id(BLIP_NIGHT)
+
+
+def test_the_nightly_rerun_plan_includes_the_provisional_regression(history):
+    assert BLIP.case_id in history["rerun plan"][POOL]
+
+
+def test_mining_the_same_night_twice_gives_the_same_table(history):
+    pd.testing.assert_frame_equal(history[BLIP_NIGHT], history["re-mined"])
+
+
+def test_an_acknowledged_regression_stays_acknowledged_when_re_mined(history):
+    key, change = history["acknowledged"]
+    (row,) = history["after rerun"].query("series_key == @key and change_run_id == @change").itertuples()
+    assert row.status == "acknowledged" and row.acknowledged_by == "alice" and row.note == "known: new bf16 tiles"
+    others = history["after rerun"].query("case_id in @ids and series_key != @key",
+                                          local_dict={"ids": [c.case_id for c in SLOWED], "key": key})
+    assert set(others.status) == {"confirmed"}
+
+
+def test_pooled_attribution_groups_the_nights_changes_by_cause(history, spark):
+    from pipelines.mining.attribution import describe, pooled
+
+    table = spark.table("perf.regressions").where(f"pool = '{POOL}'")
+    groups = [r.asDict() for r in pooled(table, CHANGE_NIGHT).collect()]
+    assert len(groups) == 1
+    (g,) = groups
+    assert (g["cause"], g["direction"], g["family"], g["dtype"], g["series"]) == (
+        "torch 2.12.0 -> 2.13.0", "regression", "gemm", "bf16", 4)
+    assert 8.5 <= g["min_pct"] <= g["max_pct"] <= 11.5
+    assert describe(g).startswith("torch 2.12.0 -> 2.13.0: 4 bf16 gemm series (simulated) slower by ")
+
+
+def test_the_regressions_command_prints_the_pooled_groups(history, capsys):
+    from pipelines.cli import main
+
+    assert main(["regressions", "--date", CHANGE_NIGHT, "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    mine = [g for g in out["groups"] if g["cause"] == "torch 2.12.0 -> 2.13.0" and g["dtype"] == "bf16"]
+    assert len(mine) == 1 and mine[0]["series"] == 4 and "slower by" in mine[0]["summary"]
+
+
+def compare_json(capsys, *argv) -> dict:
+    from pipelines.cli import main
+
+    assert main(["compare", *argv, "--format", "json"]) == 0
+    return {c["case_id"]: c for c in json.loads(capsys.readouterr().out)["cases"]}
+
+
+def test_compare_calls_a_10_percent_slowdown_slower_and_the_rest_same(history, capsys):
+    cases = compare_json(capsys, run_id(NIGHTS[7]), run_id(CHANGE_NIGHT))
+    for c in SLOWED:
+        r = cases[c.case_id]
+        assert r["verdict"] == "slower" and r["ratio"] == pytest.approx(1.10, abs=0.02)
+        assert r["ci_low"] > 1.02 and r["test"].startswith("mann-whitney")
+    for c in STEADY + [BLIP]:
+        assert cases[c.case_id]["verdict"] == "same", cases[c.case_id]
+
+
+def test_compare_of_a_run_with_itself_is_all_same(history, capsys):
+    cases = compare_json(capsys, run_id(NIGHTS[3]), run_id(NIGHTS[3]))
+    assert len(cases) == len(SLOWED + STEADY) + 1
+    assert {c["verdict"] for c in cases.values()} == {"same"}
+
+
+def test_compare_by_filters_pools_the_runs_of_each_side(history, capsys):
+    cases = compare_json(capsys, "--a", f"pool={POOL}", "--a", "torch_version=2.12.0",
+                         "--b", f"pool={POOL}", "--b", "torch_version=2.13.0", "--b", "reason=nightly")
+    assert {cases[c.case_id]["verdict"] for c in SLOWED} == {"slower"}
+    assert cases[STEADY[0].case_id]["verdict"] == "same"
+
+
+def test_compare_refuses_an_unknown_filter_key(capsys):
+    from pipelines.cli import main
+
+    assert main(["compare", "--a", "1=1; DROP TABLE perf.runs", "--b", "run_id=x"]) == 2
+    assert "not a run attribute" in capsys.readouterr().err
