@@ -8,10 +8,10 @@ export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN ?= sqlite:///$(AIRFLOW_HOME)/airflow.db
 
-.PHONY: setup demo test test-fast sql sql-server sql-server-stop pools airflow lock clean help
+.PHONY: setup demo test test-fast sql sql-server sql-server-stop report pools airflow lock clean help
 
 help:
-	@echo "make demo | make test | make sql Q='SELECT ...' | make sql-server | make sql-server-stop | make pools | make airflow"
+	@echo "make demo | make test | make sql Q='SELECT ...' | make sql-server | make sql-server-stop | make report | make pools | make airflow"
 
 # The venv is built from the lock (constraints.txt) once; the stamp marks it complete.
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -40,6 +40,13 @@ sql-server: setup
 
 sql-server-stop: setup
 	$(VENV)/bin/perflake sql-server stop
+
+# The newest night's HTML report (DATE=YYYY-MM-DD for another night); prints its path.
+# SERVE=1 also serves the reports folder on http://127.0.0.1:8000/ (loopback only).
+report: setup
+	@path=$$($(VENV)/bin/perflake report $(if $(DATE),--date $(DATE))) && echo "report: $$path" && \
+	if [ -n "$(SERVE)" ]; then echo "serving http://127.0.0.1:8000/$$(basename $$path) (Ctrl-C to stop)"; \
+	  $(PY) -m http.server 8000 --bind 127.0.0.1 --directory "$$(dirname $$path)"; fi
 
 pools: setup
 	$(VENV)/bin/perflake pools

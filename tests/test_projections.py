@@ -1,0 +1,158 @@
+"""Roofline projections: the model's pieces on small known inputs, the whole model
+against the simulated device's own roofline model (the known truth), and the job over a
+simulated night: calibrate on the simulated H100, project onto the H200, score against
+the H200's measurements."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kernels_bench.hardware import Hardware, hardware
+from pipelines.projections import (attach_measured, calibrate, error_summary, project, regime, roofline_ns)
+from report_data import DT, H100, H200, sim_night
+
+
+def _hw(sku: str, peaks: dict, bw: float) -> Hardware:
+    return Hardware(sku=sku, name=sku, device_kind="gpu", peak_tflops=peaks, memory_bandwidth_gbps=bw, l2_bytes=None,
+                    sm_count=None, memory_bytes=None, board_power_w=None, sm_clock_default_mhz=None, source="test")
+
+
+A = _hw("A", {"bf16": 100.0}, 1000.0)
+B = _hw("B", {"bf16": 300.0}, 1500.0)
+EFF = {"compute": 0.6, "memory": 0.8}
+LAUNCH = 3000.0
+# (case_id, family, kernel, flops, bytes): compute-bound, memory-bound, one that flips, and the empty call.
+CASES = [("c1", "gemm", "matmul", 2e12, 1e8), ("c2", "gemm", "matmul", 1e11, 1e8), ("m1", "memory", "copy", 0.0, 4e9),
+         ("m2", "memory", "copy", 0.0, 1e8), ("f1", "gemm", "matmul", 2.4e11, 2e9),
+         ("n0", "selftest", "noop", 0.0, 0.0)]
+
+
+def _truth(hw: Hardware, flops: float, bytes_: float) -> float:
+    """The synthetic hardware's time: launch + binding roof / its regime's efficiency."""
+    c, m = flops / (hw.peak_tflops["bf16"] * 1e3), bytes_ / hw.memory_bandwidth_gbps
+    return LAUNCH + (c / EFF["compute"] if c > m else m / EFF["memory"])
+
+
+def _frame(hw: Hardware, cases=CASES) -> pd.DataFrame:
+    return pd.DataFrame([{"case_id": i, "family": f, "kernel": k, "backend": "torch", "dtype": "bf16", "shape": i,
+                          "flops_per_call": fl, "bytes_per_call": by, "median_ns": _truth(hw, fl, by),
+                          "run_id": "r1", "dt": "2035-01-01"} for i, f, k, fl, by in cases])
+
+
+def test_the_roofline_bound_is_the_slower_of_compute_and_memory():
+    compute, memory = roofline_ns([2e12, 1e9], [1e9, 4e9], [1000.0, 1000.0], 2000.0)
+    assert compute.tolist() == [2e6, 1e3] and memory.tolist() == [5e5, 2e6]
+    assert regime(compute, memory).tolist() == ["compute", "memory"]
+
+
+def test_calibration_reads_the_launch_cost_from_the_noop_and_each_case_efficiency():
+    cal = calibrate(_frame(A), A, "gpu")
+    assert cal.launch_ns == pytest.approx(LAUNCH) and "noop" in cal.launch_from
+    eff = cal.cases["efficiency"]
+    assert eff["c1"] == pytest.approx(0.6) and eff["m1"] == pytest.approx(0.8)
+    assert "A: 5 cases" in cal.source
+
+
+def test_a_known_model_projects_exactly_onto_other_hardware_even_where_the_binding_roof_changes():
+    cal = calibrate(_frame(A), A, "gpu")
+    proj = project(_frame(A), cal, B)
+    truth = {i: _truth(B, fl, by) for i, _, _, fl, by in CASES}
+    assert proj.set_index("case_id")["projected_ns"].to_dict() == pytest.approx(truth, rel=1e-9)
+    flipped = proj.set_index("case_id").loc["f1"]  # compute-bound on A, memory-bound on B
+    assert flipped["regime"] == "memory" and "curve" in flipped["calibration_level"]
+
+
+def test_cases_never_measured_take_the_efficiency_curve_of_their_family():
+    cal = calibrate(_frame(A, CASES[:2] + CASES[3:4] + CASES[5:]), A, "gpu")
+    unseen = _frame(B, [("c3", "gemm", "matmul", 8e11, 1e8), ("m3", "memory", "copy", 0.0, 1e9)])
+    proj = project(unseen, cal, B).set_index("case_id")
+    assert proj.loc["c3", "calibration_level"] == "family-dtype curve"
+    assert proj.loc["c3", "projected_ns"] == pytest.approx(_truth(B, 8e11, 1e8), rel=1e-9)
+    assert proj.loc["m3", "projected_ns"] == pytest.approx(_truth(B, 0.0, 1e9), rel=1e-9)
+
+
+def test_a_dtype_the_target_has_no_peak_for_is_not_projected_and_says_why():
+    h100 = hardware(H100)
+    src = pd.DataFrame([{"case_id": "f8", "family": "gemm", "kernel": "matmul", "backend": "torch", "dtype": "fp8",
+                         "shape": "m=n=k=8192", "flops_per_call": 2 * 8192.0 ** 3, "bytes_per_call": 3 * 8192.0 ** 2,
+                         "median_ns": 1.2e6, "run_id": "r", "dt": "d"}])
+    row = project(src, calibrate(src, h100, "gpu"), hardware("A100-SXM4-80GB")).iloc[0]
+    assert math.isnan(row["projected_ns"]) and "no fp8 peak" in row["note"]
+
+
+def test_errors_are_signed_percent_of_the_measured_and_summarised_per_family():
+    proj = pd.DataFrame({"case_id": ["a", "b", "c"], "family": ["gemm", "gemm", "norm"],
+                         "projected_ns": [110.0, 90.0, 100.0]})
+    scored = attach_measured(proj, pd.DataFrame({"case_id": ["a", "b"], "median_ns": [100.0, 100.0],
+                                                 "run_id": "r", "dt": "d"}))
+    assert scored["error_pct"].tolist()[:2] == pytest.approx([10.0, -10.0]) and math.isnan(scored["error_pct"][2])
+    s = error_summary(scored).set_index("family")
+    assert s.loc["gemm", "median_abs_error_pct"] == pytest.approx(10.0) and s.loc["norm", "measured"] == 0
+    assert s.loc["all", "projected"] == 3 and s.loc["all", "measured"] == 2
+
+
+@pytest.mark.parametrize("target", [H200, "B200-SXM-180GB"])
+def test_projecting_the_simulated_h100_onto_another_simulated_gpu_is_within_15_percent(target):
+    """Noise-free: the simulator's own mean latency is the truth on both GPUs."""
+    from kernels_bench.kernels import kernel_for
+    from kernels_bench.sim import mean_latency_ns
+    from kernels_bench.suite import load_suite
+
+    cases = [pc.case for s in ("roofline", "llm-gemm", "memory", "norm", "attention")
+             for pc in load_suite(s).cases if not pc.skip_reason]
+
+    def frame(sku):
+        hw = hardware(sku)
+        return pd.DataFrame([{"case_id": c.case_id, "family": c.family, "kernel": c.kernel, "backend": c.backend,
+                              "dtype": c.dtype, "shape": c.label, "flops_per_call": kernel_for(c.kernel).flops(c),
+                              "bytes_per_call": kernel_for(c.kernel).bytes(c), "median_ns": mean_latency_ns(hw, c),
+                              "run_id": "sim", "dt": "-"} for c in cases])
+
+    src = frame(H100)
+    scored = attach_measured(project(src, calibrate(src, hardware(H100), "simulated"), hardware(target)), frame(target))
+    assert np.median(np.abs(scored["error_pct"])) <= 15.0
+
+
+# --- the job over published tables ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def night(spark, lake, tmp_path_factory):
+    return sim_night(spark, lake, tmp_path_factory.mktemp("rpt-staging"))
+
+
+def test_project_job_calibrated_on_sim_h100_scores_sim_h200_within_15_percent(night, spark, lake):
+    from pipelines.progress import Progress
+    from pipelines.projections import project_job
+
+    kw = dict(source=H100, device_kind="simulated", source_dates=[DT], source_pools=["sim-h100"],
+              measured_dates=[DT], measured_pools=["sim-h200"], spark=spark, progress=Progress(5, quiet=True))
+    rows, summary = project_job(lake, H200, recalibrate=True, **kw)
+    overall = summary.set_index("family").loc["all"]
+    assert overall["measured"] == night["cases"] - 1  # every case of the suite but the one that failed on the H200
+    assert overall["median_abs_error_pct"] <= 15.0
+    print(f"\nsim H100 -> sim H200 projection error:\n{summary.round(2).to_string(index=False)}")
+
+    stored = spark.sql(f"SELECT count(*) AS n, count(measured_ns) AS measured, min(projected_at) AS at, "
+                       f"min(calibration_source) AS src FROM perf.projections WHERE target_sku = '{H200}' "
+                       f"AND source_sku = '{H100}' AND device_kind = 'simulated'").collect()[0]
+    assert stored.n == len(rows) and stored.measured == overall["measured"]
+    assert stored.src.startswith(f"simulated {H100}") and f"rpt-{DT}-sim-h100" in stored.src
+
+    # Run again without --recalibrate: the projection stays as first made, only the score is redone.
+    again, _ = project_job(lake, H200, **kw)
+    assert again["projected_at"].nunique() == 1 and pd.Timestamp(again["projected_at"].iloc[0]).to_pydatetime() \
+        .replace(tzinfo=None) == stored.at.replace(tzinfo=None)
+    assert again.set_index("case_id")["projected_ns"].to_dict() == pytest.approx(
+        rows.set_index("case_id")["projected_ns"].to_dict(), nan_ok=True)
+
+
+def test_catalog_gpus_without_measurements_are_the_default_targets(night, lake):
+    from pipelines.frames import Frames
+    from pipelines.projections import unmeasured_skus
+
+    with Frames(lake) as frames:
+        targets = unmeasured_skus(frames)
+    assert "B200-SXM-180GB" in targets and H100 not in targets and H200 not in targets
