@@ -1,6 +1,7 @@
 """The tasks of a sweep, shared by nightly_sweep and backfill_hardware: plan each pool's
 shards, run them (one mapped task per shard, holding a slot of its pool and running on
-its pool's queue), land, mine with Spark and publish, and re-run unstable cases once.
+its pool's queue), land, mine with Spark and publish, re-run unstable cases once, and
+send each owner the night's digest.
 Spark tasks run one at a time: the embedded metastore admits one process.
 
 Only wiring lives here; the work is in pipelines.tasks. Heavy imports stay inside tasks.
@@ -70,8 +71,20 @@ def mine(info: dict, landed: dict, rerun: bool = False) -> dict:
     result = mine_and_publish(info, rerun)
     print(f"mined: {result['mined']}\n{result['summary']}")
     if rerun:
-        print(f"confirmation reruns: {result['confirmation']}")
+        print(f"confirmation reruns (stability): {result['confirmation']}\n"
+              f"changes first seen in this sweep: {result['regressions']}")
     return result
+
+
+@task(trigger_rule="all_done")
+def notify(info: dict) -> dict:
+    """Each owner's digest of the night: regressions confirmed since this run began (by
+    cause), improvements, overdue triage and missing data (pipelines.notify). Runs
+    whatever mining did, so that a pool that produced nothing is reported."""
+    from pipelines.notify import notify_night
+
+    dag_run = get_current_context()["dag_run"]
+    return notify_night(info, since=dag_run.start_date or dag_run.run_after)
 
 
 def sweep() -> None:
@@ -86,4 +99,4 @@ def sweep() -> None:
                      .expand(shard=plan.override(task_id=_task_name("plan_rerun", name))(info, name, mined))
                      for name, p in POOLS.items()]
     rerun_landed = land.override(task_id="land_reruns")(info, rerun_results)
-    mine.override(task_id="mine_reruns")(info, rerun_landed, rerun=True)
+    mine.override(task_id="mine_reruns")(info, rerun_landed, rerun=True) >> notify(info)

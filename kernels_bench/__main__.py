@@ -13,7 +13,6 @@ import sys
 import uuid
 
 from kernels_bench.runner import ShardSpec, run_shard
-from kernels_bench.sim import Injection
 from kernels_bench.stopping import StoppingRule
 from kernels_bench.suite import SuiteError, load_suite
 
@@ -39,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--suite", required=True)
     run.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or sim:SKU")
     run.add_argument("--shard", type=_shard, default=(0, 1), help="I/N")
+    run.add_argument("--record-shard", type=int, default=None,
+                     help="shard number written in the rows (unique within a multi-suite run; default I)")
     run.add_argument("--out", required=True)
     run.add_argument("--kernel", help="glob over kernel names")
     run.add_argument("--cases", default=None, help="comma-separated case ids to run (a subset of the suite)")
@@ -68,10 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     rule = suite.stopping
     if args.stopping:
         rule = StoppingRule.from_dict({**rule.__dict__, **json.loads(args.stopping)})
-    injections = tuple(Injection(**d) for d in json.loads(args.inject)) if args.inject else ()
+    injections = ()
+    if args.inject:
+        from kernels_bench.sim import Injection  # numpy: the simulated device only
+
+        injections = tuple(Injection(**d) for d in json.loads(args.inject))
     spec = ShardSpec(run_id=args.run_id or uuid.uuid4().hex[:12], shard=args.shard[0], num_shards=args.shard[1],
                      pool=args.pool, device=args.device, attempt=args.attempt, reason=args.reason,
-                     dag_run_id=args.dag_run_id, seed=args.seed,
+                     dag_run_id=args.dag_run_id, seed=args.seed, record_shard=args.record_shard,
                      dt=args.date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"))
     paths = run_shard(suite, spec, args.out, rule=rule, injections=injections,
                       progress=lambda m: print(m, file=sys.stderr, flush=True))

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
+from kernels_bench.yaml_subset import safe_load
 
 CATALOG_PATH = Path(__file__).parent / "hardware.yaml"
 _REQUIRED = ("name", "peak_tflops", "memory_bandwidth_gbps", "source")
@@ -36,7 +36,7 @@ class Hardware:
 @lru_cache(maxsize=4)
 def load_catalog(path: str | None = None) -> dict[str, Hardware]:
     p = Path(path) if path else CATALOG_PATH
-    doc = yaml.safe_load(p.read_text()) or {}
+    doc = safe_load(p.read_text(), str(p)) or {}
     out = {}
     for sku, spec in doc.items():
         missing = [k for k in _REQUIRED if k not in (spec or {})]

@@ -10,7 +10,11 @@ from kernels_bench.case import Case
 from kernels_bench.kernels import Unsupported, kernel_for
 from kernels_bench.stopping import StoppingRule, StoppingState
 from kernels_bench.telemetry import Observer
-from kernels_bench.timing import make_timer
+from kernels_bench.timing import make_timer, synchronize
+
+# Energy is read from the device's counter around a window of back-to-back calls (the
+# counter updates every few milliseconds, far too coarsely for one call).
+ENERGY_WINDOW_S = 0.3
 
 
 @dataclass
@@ -24,6 +28,8 @@ class CaseOutcome:
     max_rel_error: float | None = None
     tolerance: float | None = None
     stop_reason: str | None = None
+    energy_per_call_j: float | None = None
+    avg_power_w: float | None = None
     samples: list[dict] = field(default_factory=list)
 
 
@@ -57,11 +63,29 @@ def measure_case(case: Case, device: str, rule: StoppingRule, observer: Observer
             state.add(ns * 1e-9, time.monotonic() - t_start)
         observer.after_case()
         outcome.stop_reason = state.reason
+        outcome.energy_per_call_j, outcome.avg_power_w = _energy(prepared.fn, device, observer)
     except MemoryError as e:
         return CaseOutcome(status="oom", error=f"MemoryError: {e}")
     except Exception as e:
         return _failure(e)
     return outcome
+
+
+def _energy(fn, device: str, observer: Observer) -> tuple[float | None, float | None]:
+    """(joules per call, average watts) over a window of back-to-back calls, or
+    (None, None) where the device has no energy counter (the CPU): never invented."""
+    e0 = observer.energy_mj()
+    if e0 is None:
+        return None, None
+    synchronize(device)
+    t0, calls = time.monotonic(), 0
+    while time.monotonic() - t0 < ENERGY_WINDOW_S:
+        fn()
+        calls += 1
+    synchronize(device)
+    seconds, e1 = time.monotonic() - t0, observer.energy_mj()
+    joules = (e1 - e0) / 1000.0
+    return joules / calls, joules / seconds
 
 
 def _failure(e: BaseException) -> CaseOutcome:

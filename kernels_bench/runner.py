@@ -14,7 +14,6 @@ import pyarrow.parquet as pq
 from kernels_bench import provenance
 from kernels_bench.kernels import kernel_for
 from kernels_bench.measure import CaseOutcome
-from kernels_bench.sim import Injection, SimDevice
 from kernels_bench.stopping import StoppingRule
 from kernels_bench.suite import Suite
 from schemas.tables import CASE_RESULTS, RUNS, SAMPLES
@@ -32,6 +31,13 @@ class ShardSpec:
     reason: str = "manual"
     dag_run_id: str = "cli"
     seed: int | None = None
+    # The shard number recorded in the rows: unique within the run when one run sweeps
+    # several suites (each suite is sharded on its own). Defaults to `shard`.
+    record_shard: int | None = None
+
+    @property
+    def shard_id(self) -> int:
+        return self.shard if self.record_shard is None else self.record_shard
 
 
 def _now() -> dt.datetime:
@@ -39,7 +45,7 @@ def _now() -> dt.datetime:
 
 
 def run_shard(suite: Suite, spec: ShardSpec, out_dir: str | Path, *, rule: StoppingRule | None = None,
-              injections: tuple[Injection, ...] = (), progress=print) -> dict[str, Path]:
+              injections: tuple = (), progress=print) -> dict[str, Path]:
     """Measure every case of the shard; returns the paths written. Never raises for a
     failing case: its status and error are recorded instead."""
     rule = rule or suite.stopping
@@ -59,13 +65,14 @@ def run_shard(suite: Suite, spec: ShardSpec, out_dir: str | Path, *, rule: Stopp
                      + (f" n={len(outcome.samples)}" if outcome.samples else f" ({outcome.error})"))
             k = kernel_for(case.kernel)
             results.append({
-                "run_id": spec.run_id, "shard": spec.shard, "case_id": case.case_id, "attempt": spec.attempt,
+                "run_id": spec.run_id, "shard": spec.shard_id, "case_id": case.case_id, "attempt": spec.attempt,
                 "suite": suite.name, "family": case.family, "kernel": case.kernel, "backend": case.backend,
                 "dtype": case.dtype, "params": {k_: str(v) for k_, v in case.params},
                 "flops_per_call": k.flops(case), "bytes_per_call": k.bytes(case),
                 "status": outcome.status, "error": outcome.error, "correct": outcome.correct,
                 "max_abs_error": outcome.max_abs_error, "max_rel_error": outcome.max_rel_error,
                 "tolerance": outcome.tolerance, "stop_reason": outcome.stop_reason,
+                "energy_per_call_j": outcome.energy_per_call_j, "avg_power_w": outcome.avg_power_w,
                 "n_samples": len(outcome.samples)})
             for s in outcome.samples:
                 samples.append({"run_id": spec.run_id, "case_id": case.case_id, "attempt": spec.attempt,
@@ -78,7 +85,7 @@ def run_shard(suite: Suite, spec: ShardSpec, out_dir: str | Path, *, rule: Stopp
     bad = sum(r["status"] not in ("ok", "skipped") for r in results)
     status = "ok" if bad == 0 else ("failed" if ok == 0 else "partial")
     run_row = {**{c: info.get(c) for c in RUNS.column_names}, "run_id": spec.run_id,
-               "dag_run_id": spec.dag_run_id, "shard": spec.shard, "num_shards": spec.num_shards,
+               "dag_run_id": spec.dag_run_id, "shard": spec.shard_id, "num_shards": spec.num_shards,
                "attempt": spec.attempt, "pool": spec.pool, "reason": spec.reason, "suite": suite.name,
                "started_at": started, "finished_at": _now(), "status": status,
                "cases_planned": len(results), "cases_ok": ok, "dt": spec.dt}
@@ -97,6 +104,8 @@ def run_shard(suite: Suite, spec: ShardSpec, out_dir: str | Path, *, rule: Stopp
 
 def _measurer(spec: ShardSpec, rule: StoppingRule, injections):
     if spec.device.startswith("sim:"):
+        from kernels_bench.sim import SimDevice  # numpy: needed by the simulated device only
+
         sim = SimDevice(spec.device.split(":", 1)[1], injections=injections)
         # Simulated samples are cheap but land as rows: cap them at a realistic count.
         sim_rule = replace(rule, max_samples=min(rule.max_samples, 200))

@@ -9,7 +9,8 @@ Every number it produces is labelled `device_kind = simulated`. What it models:
 - bimodality: some cases land in one of two modes per run (e.g. a tile heuristic);
 - throttling episodes: a stretch of samples at a lower SM clock, slower, flagged;
 - run-to-run drift: a small per-run factor;
-- injected regressions with known ground truth: `Injection(match, since, factor)`.
+- injected regressions with known ground truth: `Injection(match, since, factor)`, and
+  injected power changes at the same speed (`power_factor`).
 """
 from __future__ import annotations
 
@@ -44,13 +45,16 @@ class Injection:
     """Make matching cases `factor` times slower from date `since` (YYYY-MM-DD) on, and
     optionally noisier (`jitter`: extra log-normal sigma per sample, an unstable
     measurement). `reasons` limits it to runs of those reasons (e.g. ["nightly"], so
-    that a confirmation rerun sees the clean device)."""
+    that a confirmation rerun sees the clean device). `power_factor` scales the board
+    power the case draws (still capped at the SKU's board limit) without changing its
+    latency: the same speed for more energy per call."""
 
     match: dict
     since: str
     factor: float = 1.0
     jitter: float = 0.0
     reasons: tuple[str, ...] | None = None
+    power_factor: float = 1.0
 
     def applies(self, case: Case, dt: str, reason: str | None = None) -> bool:
         if self.reasons is not None and reason not in self.reasons:
@@ -113,10 +117,12 @@ class SimDevice:
         if _unit("bimodal", case.case_id) < nm.bimodal_share and rng.random() < 0.5:
             level *= 1.0 + nm.bimodal_gap
         jitter = nm.jitter_sigma
+        power_factor = 1.0
         for inj in self.injections:
             if inj.applies(case, dt, reason):
                 level *= inj.factor
                 jitter = math.hypot(jitter, inj.jitter)
+                power_factor *= inj.power_factor
         n = min(rule.max_samples, max(rule.min_samples, int(rule.min_time_s * 1e9 / level) + 1))
         lat = level * np.exp(rng.normal(0.0, jitter, n))
         spikes = rng.random(n) < nm.tail_prob
@@ -129,13 +135,15 @@ class SimDevice:
             lat[start:stop] /= THROTTLE_CLOCK_FRACTION
         stop_reason = self._stop_reason(lat, rule)
         temp = 55.0 + 25.0 * _unit("temp", case.case_id) + rng.normal(0, 0.5, n)
-        power = self._power(case, level) * (1 + rng.normal(0, 0.02, n))
+        board = min(self._power(case, level) * power_factor, self.hw.board_power_w or 500.0)
+        power = board * (1 + rng.normal(0, 0.02, n))
         default_clock = hw.sm_clock_default_mhz or 1500
         samples = [{"iteration": i, "latency_ns": int(lat[i]), "sm_clock_mhz": int(clock[i]),
                     "temperature_c": float(temp[i]), "power_w": float(power[i]),
                     "throttled": bool(clock[i] < 0.75 * default_clock)} for i in range(n)]
         return CaseOutcome(status="ok", correct=True, max_abs_error=0.0, max_rel_error=0.0, tolerance=0.0,
-                           stop_reason=stop_reason, samples=samples)
+                           stop_reason=stop_reason, samples=samples, avg_power_w=board,
+                           energy_per_call_j=board * float(np.median(lat)) * 1e-9)
 
     def _power(self, case: Case, level_ns: float) -> float:
         # Busier kernels (closer to their roofline) draw closer to the board limit.

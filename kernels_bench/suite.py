@@ -22,11 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kernels_bench.case import Case
 from kernels_bench.kernels import KERNELS
 from kernels_bench.stopping import StoppingRule
+from kernels_bench.yaml_subset import safe_load
 
 SUITES_DIR = Path(__file__).parent / "suites"
 EXPLOSION_WARNING = 5_000
@@ -87,7 +86,7 @@ def suite_path(name_or_path: str) -> Path:
 
 def load_suite(name_or_path: str) -> Suite:
     path = suite_path(name_or_path)
-    doc = yaml.safe_load(path.read_text())
+    doc = safe_load(path.read_text(), str(path))
     where = str(path)
     if not isinstance(doc, dict) or "groups" not in doc:
         raise SuiteError(f"{where}: a suite is a mapping with a 'groups' list")

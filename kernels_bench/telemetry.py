@@ -29,6 +29,10 @@ class Observer:
     def reading(self) -> Reading:
         return Reading()
 
+    def energy_mj(self) -> float | None:
+        """The device's cumulative energy counter in millijoules, or None without one."""
+        return None
+
     def after_case(self) -> None:
         pass
 
@@ -59,6 +63,12 @@ class NvmlObserver(Observer):
             temperature_c=float(n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU)),
             power_w=n.nvmlDeviceGetPowerUsage(h) / 1000.0,
         )
+
+    def energy_mj(self) -> float | None:
+        try:  # Volta and newer; older GPUs have no counter and get null energy columns
+            return float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
+        except self.nvml.NVMLError:
+            return None
 
 
 def observer_for(device: str) -> Observer:

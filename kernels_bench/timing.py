@@ -61,6 +61,14 @@ class CudaTimer:
         return int(self.start.elapsed_time(self.end) * 1e6 / self.calls)
 
 
+def synchronize(device: str) -> None:
+    """Wait for the device's queued work (a no-op on the CPU)."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
 def make_timer(fn: Callable[[], Any], device: str, mode: str = "cold"):
     if device.startswith("cuda"):
         return CudaTimer(fn, device, mode)

@@ -70,7 +70,8 @@ class LocalAirflow:
         out = subprocess.run([str(BIN / "airflow"), *args], env=self.env, capture_output=True, text=True,
                              timeout=timeout)
         if out.returncode != 0:
-            raise RuntimeError(f"airflow {' '.join(args)} failed: {out.stderr[-2000:]}")
+            raise RuntimeError(f"airflow {' '.join(args)} failed (exit {out.returncode}): "
+                               f"{out.stderr[-2000:]}{out.stdout[-1000:]}")
         return out.stdout
 
     def cli_json(self, *args: str):
@@ -93,15 +94,29 @@ class LocalAirflow:
             time.sleep(3)
         raise TimeoutError(f"nightly_sweep was not parsed within {timeout_s:.0f} s; see {self.log}")
 
-    def trigger(self, dag_id: str, conf: dict) -> str:
+    def trigger(self, dag_id: str, conf: dict, logical_date: str | None = None) -> str:
         before = {r["run_id"] for r in self.cli_json("dags", "list-runs", dag_id)}
-        self.cli("dags", "trigger", dag_id, "--conf", json.dumps(conf))
+        self.cli("dags", "trigger", dag_id, "--conf", json.dumps(conf),
+                 *(("--logical-date", logical_date) if logical_date else ()))
         for _ in range(30):
             new = [r["run_id"] for r in self.cli_json("dags", "list-runs", dag_id) if r["run_id"] not in before]
             if new:
                 return new[0]
             time.sleep(1)
         raise RuntimeError(f"triggered {dag_id} but no new run appeared")
+
+    def backfill(self, dag_id: str, day: str) -> str:
+        """`airflow backfill create` over one UTC day; returns the id of the run it created."""
+        before = {r["run_id"] for r in self.cli_json("dags", "list-runs", dag_id)}
+        self.cli("backfill", "create", "--dag-id", dag_id, "--from-date", f"{day}T00:00:00+00:00",
+                 "--to-date", f"{day}T23:59:59+00:00")
+        for _ in range(60):
+            new = [r["run_id"] for r in self.cli_json("dags", "list-runs", dag_id)
+                   if r["run_id"] not in before and r["run_id"].startswith("backfill")]
+            if new:
+                return new[0]
+            time.sleep(2)
+        raise RuntimeError(f"backfill of {dag_id} for {day} created no run")
 
     def wait(self, dag_id: str, run_id: str, timeout_s: float = 900) -> str:
         deadline = time.monotonic() + timeout_s

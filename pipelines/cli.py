@@ -6,7 +6,14 @@ Examples:
   perflake sql --engine duckdb "SELECT count(*) FROM perf.samples"
   perflake sql-server start                       # JDBC/ODBC on 127.0.0.1:10000 (stop | status)
   perflake mine --date 2026-11-22
+  perflake ingest /scratch/out --pool cpu          # land results from another harness (Parquet, nvbench JSON)
   perflake detect-changes history.csv --column median_ns
+  perflake regressions --date 2026-11-22           # the night's changes, pooled by cause
+  perflake compare RUN_A RUN_B                     # per case: faster, slower, same, ambiguous
+  perflake triage list --owner gemm --overdue      # regressions to triage; triage ack ID --note ..., triage close ID
+  perflake report --date 2026-11-22                # the nightly HTML report under <lake>/reports/
+  perflake report compare --sku-a H100-SXM5-80GB --sku-b H200-SXM-141GB
+  perflake project --target B200-SXM-180GB         # roofline projections onto an unmeasured GPU
 """
 from __future__ import annotations
 
@@ -49,8 +56,14 @@ def _cmd_mine(args) -> int:
     from pipelines.mine import mine
     from pipelines.spark import get_spark
 
+    from pipelines.quality import DataQualityError
+
     lake = Lake.from_env()
-    summary = mine(get_spark(lake), lake, args.date, args.pool or None)
+    try:
+        summary = mine(get_spark(lake), lake, args.date, args.pool or None)
+    except DataQualityError as e:  # the pools that passed were published
+        print(f"perflake mine: {e}", file=sys.stderr)
+        return 1
     print(json.dumps(summary.__dict__, indent=2))
     return 0
 
@@ -116,6 +129,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--column", required=True)
     p.set_defaults(func=_cmd_detect)
+
+    from pipelines.ingest import register as register_ingest
+
+    register_ingest(sub)
+
+    from pipelines.regression_cli import register as register_regressions
+
+    register_regressions(sub)
+
+    from pipelines.triage_cli import register as register_triage
+
+    register_triage(sub)
+
+    from pipelines.report.cli import add_parsers as register_reports
+
+    register_reports(sub)
     return ap
 
 

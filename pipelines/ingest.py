@@ -22,18 +22,22 @@ from __future__ import annotations
 import datetime as dt_
 import hashlib
 import json
-import os
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipelines.intake import check_file
 from pipelines.lake import Lake, safe_date, safe_name
+from pipelines.landing import atomic_write, shard_lock
 from schemas.tables import CASE_RESULTS, QUARANTINE, RUNS, SAMPLES, Table
 
 KIND_TABLES = {"samples": SAMPLES, "case_results": CASE_RESULTS, "runs": RUNS}
+# Columns that other harnesses write as floats; ingest converts them (see _finite_latencies).
+_FLOAT_OK = {"samples": ("latency_ns",)}
 _FILENAME_KINDS = {"samples.parquet": "samples", "case_results.parquet": "case_results",
                    "run.parquet": "runs", "runs.parquet": "runs"}
 # Clocks of remote workers drift; a run "in the future" by more than this is refused.
@@ -182,7 +186,7 @@ def _read_parquet_shard(directory: Path, files: list[_File], report: IngestRepor
             _refuse(report, rejects, str(f.path), "cannot tell which table this file holds: its name is not "
                     f"one of {sorted(_FILENAME_KINDS)} and its columns match none of the landing schemas")
             continue
-        problem = check_file(f.path, KIND_TABLES[kind])
+        problem = check_file(f.path, KIND_TABLES[kind], floats_ok=_FLOAT_OK.get(kind, ()))
         if problem:
             _refuse(report, rejects, str(f.path), f"{kind}: {problem}")
             continue
@@ -190,7 +194,10 @@ def _read_parquet_shard(directory: Path, files: list[_File], report: IngestRepor
             _refuse(report, rejects, str(f.path), f"a second {kind} file in {directory}; one shard per directory")
             continue
         try:
-            shard.tables[kind] = _conform(pq.read_table(f.path), KIND_TABLES[kind])
+            t = pq.read_table(f.path)
+            if kind == "samples":
+                t = _finite_latencies(t, f"{f.path} [samples]", shard.rejects)
+            shard.tables[kind] = _conform(t, KIND_TABLES[kind])
         except (pa.ArrowInvalid, OSError) as e:
             _refuse(report, rejects, str(f.path), f"{kind}: unreadable or out-of-range values: {e}")
             continue
@@ -203,9 +210,25 @@ def _read_parquet_shard(directory: Path, files: list[_File], report: IngestRepor
 
 def _guess_kind(path: Path) -> str | None:
     for kind, table in KIND_TABLES.items():
-        if check_file(path, table) is None:
+        if check_file(path, table, floats_ok=_FLOAT_OK.get(kind, ())) is None:
             return kind
     return None
+
+
+def _finite_latencies(t: pa.Table, source: str, rejects: list) -> pa.Table:
+    """Samples from a harness that records float nanoseconds: NaN and infinite rows
+    set aside with their row and field named, the rest rounded to integer ns. (Zero and
+    negative latencies land and are quarantined by the mining job's cleaning.)"""
+    lat = t.column("latency_ns")
+    if not pa.types.is_floating(lat.type):
+        return t
+    finite = pc.is_finite(lat).fill_null(True)
+    for i in pc.indices_nonzero(pc.invert(finite)).to_pylist():
+        row = {k: (str(v) if k == "latency_ns" else v) for k, v in t.slice(i, 1).to_pylist()[0].items()}
+        rejects.append((source, f"row {i}: latency_ns is {row['latency_ns']} (field latency_ns): not finite", row))
+    kept = t.filter(finite)
+    return kept.set_column(kept.schema.get_field_index("latency_ns"), "latency_ns",
+                           pc.round(kept.column("latency_ns")).cast(pa.int64()))
 
 
 def _conform(t: pa.Table, table: Table) -> pa.Table:
@@ -239,26 +262,31 @@ def _read_nvbench(f: _File, report: IngestReport, rejects: list, now: dt_.dateti
     for b_i, bench in enumerate(doc["benchmarks"]):
         for s_i, state in enumerate(bench.get("states") or []):
             where = f"benchmarks[{b_i}].states[{s_i}] ({bench.get('name')} {state.get('name')})"
-            results, samples = per_device.setdefault(int(state.get("device") or 0), ([], []))
+            results, samples, bad = per_device.setdefault(int(state.get("device") or 0), ([], [], []))
             result, times, why = _nv_state(f.path, run_id, bench, state, where)
             if why:
                 report.issues.append(Issue(src, f"{where}: {why}; its case result lands without samples"))
             result["shard"] = int(state.get("device") or 0)
             results.append(result)
-            samples += [{"run_id": run_id, "case_id": result["case_id"], "attempt": 1, "iteration": i,
-                         "latency_ns": int(round(t * 1e9)), "throttled": False, "device_kind": "gpu"}
-                        for i, t in enumerate(times or [])]
+            for i, t in enumerate(times or []):
+                row = {"run_id": run_id, "case_id": result["case_id"], "attempt": 1, "iteration": i,
+                       "throttled": False, "device_kind": "gpu"}
+                if math.isfinite(t):
+                    samples.append({**row, "latency_ns": int(round(t * 1e9))})
+                else:
+                    bad.append((f"{src} [samples]", f"{where}: sample {i} of nv/cold/sample_times is {t}: "
+                                "latency_ns is not finite", {**row, "time_s": str(t)}))
     if not per_device:
         _refuse(report, rejects, src, "empty shard: the nvbench JSON has no benchmark states")
         return []
     devices = {d.get("id"): d for d in doc.get("devices") or []}
     version = ((doc.get("meta") or {}).get("version") or {}).get("nvbench") or {}
     shards = []
-    for device, (results, samples) in sorted(per_device.items()):
+    for device, (results, samples, bad) in sorted(per_device.items()):
         run = _nv_run(run_id, device, len(per_device), devices.get(device) or {}, version, results, now)
         tables = {kind: pa.Table.from_pylist(rows, schema=KIND_TABLES[kind].arrow_schema(with_partitions=False))
                   for kind, rows in (("samples", samples), ("case_results", results), ("runs", [run]))}
-        shards.append(_Shard(source=src, files=[f], tables=tables))
+        shards.append(_Shard(source=src, files=[f], tables=tables, rejects=bad))
     return shards
 
 
@@ -364,10 +392,10 @@ def _land(shard: _Shard, lake: Lake, report: IngestReport, *, pool, date, regist
                           for f in shard.files if f.duplicate]
     # Samples first and the run row last, as landing.land_shard does: a run row implies its data.
     written = {}
-    for kind, table in (("samples", samples), ("case_results", results), ("runs", run_table)):
-        dst = lake.landing_file(kind, dt, pool_name, run["run_id"], run["shard"])
-        _write_atomic(table, dst)
-        written[kind] = table.num_rows
+    with shard_lock(lake, dt=dt, pool=pool_name, run_id=run["run_id"], shard=run["shard"]):
+        for kind, table in (("samples", samples), ("case_results", results), ("runs", run_table)):
+            _write_atomic(table, lake.landing_file(kind, dt, pool_name, run["run_id"], run["shard"]))
+            written[kind] = table.num_rows
     for f in new:
         _record(lake, f, dt, pool_name, run["run_id"], run["shard"], now)
     report.landed.append({"source": shard.source, "run_id": run["run_id"], "shard": run["shard"], "dt": dt,
@@ -449,10 +477,7 @@ def _mismatch(row: dict, run: dict, i: int, kind: str) -> str | None:
 
 
 def _write_atomic(table: pa.Table, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.parent / f".{dst.name}.tmp-{os.getpid()}"
-    pq.write_table(table, tmp)
-    os.replace(tmp, dst)
+    atomic_write(dst, lambda tmp: pq.write_table(table, tmp))
 
 
 # --------------------------------------------------------------------------- manifest and quarantine
@@ -464,11 +489,7 @@ def _manifest(lake: Lake, sha: str) -> Path:
 def _record(lake: Lake, f: _File, dt: str, pool: str, run_id: str, shard: int, now: dt_.datetime) -> None:
     entry = {"sha256": f.sha, "source": str(f.path), "dt": dt, "pool": pool, "run_id": run_id, "shard": shard,
              "ingested_at": now.isoformat()}
-    dst = _manifest(lake, f.sha)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_suffix(f".tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(entry, indent=1))
-    os.replace(tmp, dst)
+    atomic_write(_manifest(lake, f.sha), lambda tmp: tmp.write_text(json.dumps(entry, indent=1)))
 
 
 def _write_quarantine(lake: Lake, report: IngestReport, rejects: list, dt: str, now: dt_.datetime,
@@ -497,7 +518,20 @@ def _cmd_ingest(args) -> int:
 
 def register(subparsers) -> None:
     """Add `perflake ingest PATH... [--pool NAME] [--date YYYY-MM-DD]` to the CLI."""
-    p = subparsers.add_parser("ingest", help="land result files produced elsewhere (harness Parquet, nvbench JSON)")
+    import argparse
+
+    p = subparsers.add_parser(
+        "ingest", help="land result files produced elsewhere (harness Parquet, nvbench JSON)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Land result files produced elsewhere into the lake, with the same checks as the\n"
+                    "pipeline's own landings: bad files and rows go to quarantine with a reason, the rest\n"
+                    "lands; a file ingested before is skipped. Prints a JSON report; exits 1 when\n"
+                    "anything was set aside. Then `perflake mine --date DATE` publishes what landed.",
+        epilog="examples:\n"
+               "  perflake ingest /scratch/out              # a `kernels_bench run --out` directory\n"
+               "  perflake ingest run.parquet case_results.parquet samples.parquet --pool cpu\n"
+               "  perflake ingest results.json --pool h100 --date 2026-11-22   # nvbench --json; h100 in pools.yaml\n"
+               "  perflake ingest shards/*/ && perflake mine --date 2026-11-22")
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
     p.add_argument("--pool", help="pool the results belong to (default: inferred from the run's gpu_sku)")
     p.add_argument("--date", help="run date YYYY-MM-DD (default: the run's start date, or today for nvbench)")

@@ -10,9 +10,10 @@ import pyarrow.parquet as pq
 from schemas.tables import Table
 
 
-def check_file(path: Path, table: Table) -> str | None:
+def check_file(path: Path, table: Table, *, floats_ok: tuple[str, ...] = ()) -> str | None:
     """None when `path` is a readable Parquet file in `table`'s landing schema,
-    otherwise the reason it is not."""
+    otherwise the reason it is not. Integer columns named in `floats_ok` may also be
+    floating point (for a caller that converts them)."""
     try:
         schema = pq.ParquetFile(path).schema_arrow
     except (pa.ArrowInvalid, OSError) as e:
@@ -25,7 +26,8 @@ def check_file(path: Path, table: Table) -> str | None:
                 problems.append(f"missing column {field.name!r}")
         elif not schema.field(field.name).type.equals(field.type):
             got = schema.field(field.name).type
-            if not (pa.types.is_integer(got) and pa.types.is_integer(field.type)):
+            convertible = pa.types.is_floating(got) and field.name in floats_ok
+            if not (pa.types.is_integer(got) and pa.types.is_integer(field.type)) and not convertible:
                 problems.append(f"column {field.name!r} has type {got}, expected {field.type}")
     extra = sorted(set(schema.names) - set(expected.names))
     if extra:

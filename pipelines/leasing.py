@@ -11,12 +11,15 @@ import os
 import time
 from pathlib import Path
 
+from pipelines.lake import safe_name
+
 LOCK_DIR = Path(os.environ.get("PERFLAKE_LOCK_DIR", "/tmp/perflake-device-locks"))
 
 
 @contextlib.contextmanager
 def lease_device(pool: str, count: int, timeout_s: float = 3600.0, poll_s: float = 0.2):
     """Yield the index of a free device of `pool` (0..count-1), held until exit."""
+    safe_name(pool, "pool")  # it names the lock file
     LOCK_DIR.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout_s
     while True:

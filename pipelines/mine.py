@@ -6,6 +6,7 @@ from everything landed for it and replaced whole).
 from __future__ import annotations
 
 import datetime
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,11 +18,16 @@ from pipelines.intake import split_files
 from pipelines.lake import Lake, safe_date
 from pipelines.mining.aggregate import case_stats
 from pipelines.mining.clean import clean_samples, latest_attempt, to_quarantine
+from pipelines.mining.commit import drop_shard_key, uncommitted_shards, with_shard_key, without
 from pipelines.mining.history import series_points, series_table
 from pipelines.mining.noise import flag_outliers
+from pipelines.mining.regressions import update_regressions
+from pipelines.quality import blocked, build_docs, enforce, validate_by_pool, write_dq_results
 from pipelines.spark import DATABASE
 from schemas.spark import ordered_columns, spark_schema
 from schemas.tables import CASE_RESULTS, CASE_STATS, CASES, HARDWARE, QUARANTINE, RUNS, SAMPLES, SERIES, Table
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,10 @@ class MineSummary:
     samples: int
     rows_quarantined: int
     case_stats: int
+    shards_pending: int = 0  # landed without their run row (still landing, or the writer died): not published
+    dq_batches: int = 0  # data-quality validations run (one per suite x pool)
+    dq_warnings: int = 0  # failed soft expectations
+    pools_withheld: tuple[str, ...] = ()  # failed a hard expectation: their partitions were not replaced
 
 
 def landed_files(lake: Lake, kind: str, dt: str, pools: list[str] | None = None) -> list[Path]:
@@ -63,6 +73,10 @@ def hardware_frame(spark: SparkSession) -> DataFrame:
 
 
 def mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None = None) -> MineSummary:
+    """Mine and publish every pool of `dt`. The data-quality suites run on each pool's
+    landed batches and on its case_stats; a pool that fails a hard expectation keeps
+    its previously published partitions, the others publish, and then the job raises
+    DataQualityError naming what failed. Every validation lands in perf.dq_results."""
     now = dt_now()
     inputs: dict[str, list[Path]] = {}
     rejected_files: list[tuple[Path, str]] = []
@@ -76,9 +90,22 @@ def mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None = Non
     hardware = hardware_frame(spark)
     catalog.replace_by_key(spark, lake, hardware, HARDWARE)
 
-    runs = read_landed(spark, inputs["runs"], RUNS).drop("_source")
-    results = latest_attempt(read_landed(spark, inputs["case_results"], CASE_RESULTS).drop("_source"))
-    samples = read_landed(spark, inputs["samples"], SAMPLES) if inputs["samples"] else None
+    runs = with_shard_key(read_landed(spark, inputs["runs"], RUNS))
+    results = with_shard_key(read_landed(spark, inputs["case_results"], CASE_RESULTS))
+    samples = with_shard_key(read_landed(spark, inputs["samples"], SAMPLES)) if inputs["samples"] else None
+    pending = uncommitted_shards(runs, *[df for df in (results, samples) if df is not None]).cache()
+    n_pending = pending.count()
+    if n_pending:
+        runs, results = without(runs, pending), without(results, pending)
+        samples = without(samples, pending) if samples is not None else None
+    runs = drop_shard_key(runs).drop("_source")
+    results = latest_attempt(drop_shard_key(results).drop("_source"))
+    # Validated (GX runs several queries per batch) and then cleaned: read the files once.
+    samples = drop_shard_key(samples).persist() if samples is not None else None
+
+    # Data quality, one batch per suite and pool; Data Docs pages are rendered once, below.
+    checks = [r for suite, df in (("runs", runs), ("case_results", results), ("samples", samples)) if df is not None
+              for r in validate_by_pool(df, suite, dt, lake=lake, docs=False)]
 
     quarantined = [_file_rejects(spark, rejected_files, dt, now)]
     if samples is not None:
@@ -87,13 +114,20 @@ def mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None = Non
         flagged = flag_outliers(latest_attempt(good.drop("_source"))).cache()
     else:
         flagged = spark.createDataFrame([], spark_schema(SAMPLES)).withColumn("kept", F.lit(True))
-    stats = case_stats(flagged, results, runs, hardware).cache()
+    stats = _publishable(case_stats(flagged, results, runs, hardware), blocked(checks)).cache()
+    checks += validate_by_pool(stats, "case_stats", dt, lake=lake, docs=False)
+    write_dq_results(spark, lake, checks, dt)
+    build_docs(lake, checks)
+    withheld = blocked(checks)
+    out = {name: _publishable(df, withheld) for name, df in
+           (("runs", runs), ("samples", flagged), ("stats", stats), ("results", results))}
 
-    catalog.write_partitions(spark, lake, runs, RUNS)
-    catalog.write_partitions(spark, lake, flagged.select(*ordered_columns(SAMPLES)), SAMPLES)
-    catalog.write_partitions(spark, lake, stats, CASE_STATS)
-    catalog.replace_by_key(spark, lake, _cases(results), CASES)
+    catalog.write_partitions(spark, lake, out["runs"], RUNS)
+    catalog.write_partitions(spark, lake, out["samples"].select(*ordered_columns(SAMPLES)), SAMPLES)
+    catalog.write_partitions(spark, lake, out["stats"], CASE_STATS)
+    catalog.replace_by_key(spark, lake, _cases(out["results"]), CASES)
     update_history(spark, lake)
+    update_regressions(spark, lake, now)
     q = quarantined[0]
     for extra in quarantined[1:]:
         q = q.unionByName(extra)
@@ -102,10 +136,23 @@ def mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None = Non
     if n_quarantined:
         catalog.write_partitions(spark, lake, q, QUARANTINE)
     summary = MineSummary(dt=dt, files=sum(map(len, inputs.values())), files_rejected=len(rejected_files),
-                          samples=flagged.count(), rows_quarantined=n_quarantined, case_stats=stats.count())
+                          samples=out["samples"].count(), rows_quarantined=n_quarantined,
+                          case_stats=out["stats"].count(),
+                          shards_pending=n_pending, dq_batches=len(checks),
+                          dq_warnings=sum(r.soft_failures for r in checks), pools_withheld=tuple(sorted(withheld)))
     flagged.unpersist()
     stats.unpersist()
+    pending.unpersist()
+    if samples is not None:
+        samples.unpersist()
+    log.info("mined %s", summary)
+    enforce(checks)  # last, so that the pools that passed are published first
     return summary
+
+
+def _publishable(df: DataFrame, withheld: set[str]) -> DataFrame:
+    """`df` without the rows of pools whose partitions are withheld."""
+    return df.where(~F.col("pool").isin(sorted(withheld))) if withheld else df
 
 
 def update_history(spark: SparkSession, lake: Lake) -> None:

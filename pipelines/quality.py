@@ -101,8 +101,10 @@ class _Gx:
         self.source = self.context.data_sources.add_spark("perflake")
         self.batches: dict[str, object] = {}
         self.suites: dict[str, object] = {}
-        self.checkpoints: dict[tuple[str, str], object] = {}
+        self.definitions: dict[tuple[str, str], object] = {}
+        self.checkpoints: dict[tuple[str, str, str], object] = {}
         self.sites: dict[str, str] = {}
+        self.stored: dict[str, object] = {}  # Data Docs page -> its validation's identifier in the store
         self.lock = threading.Lock()
 
     def batch_definition(self, suite: str):
@@ -122,15 +124,18 @@ class _Gx:
             self.sites[key] = name
         return self.sites[key]
 
-    def checkpoint(self, suite: str, site: str):
-        if (suite, site) not in self.checkpoints:
-            gx = self.gx
-            vd = self.context.validation_definitions.add(gx.ValidationDefinition(
+    def checkpoint(self, suite: str, site: str, result_format: str):
+        gx = self.gx
+        if (suite, site) not in self.definitions:
+            self.definitions[(suite, site)] = self.context.validation_definitions.add(gx.ValidationDefinition(
                 name=f"{suite}@{site}", data=self.batch_definition(suite), suite=self.suites[suite]))
-            self.checkpoints[(suite, site)] = self.context.checkpoints.add(gx.Checkpoint(
-                name=f"{suite}@{site}", validation_definitions=[vd], result_format="SUMMARY",
-                actions=[gx.checkpoint.UpdateDataDocsAction(name="data-docs", site_names=[site])]))
-        return self.checkpoints[(suite, site)]
+        if (suite, site, result_format) not in self.checkpoints:
+            # No Data Docs action: pages are rendered in one pass per job (build_docs), since
+            # loading the site's templates costs about as much as a validation.
+            self.checkpoints[(suite, site, result_format)] = self.context.checkpoints.add(gx.Checkpoint(
+                name=f"{suite}@{site}/{result_format}", validation_definitions=[self.definitions[(suite, site)]],
+                result_format=result_format))
+        return self.checkpoints[(suite, site, result_format)]
 
 
 _GX: _Gx | None = None
@@ -151,33 +156,57 @@ def docs_dir(lake: Lake) -> Path:
 
 
 def validate(spark_df, suite_name: str, batch_label: str, *, lake: Lake | None = None,
-             partition: dict | None = None) -> DQResult:
+             partition: dict | None = None, docs: bool = True) -> DQResult:
     """Validate `spark_df` against the named suite (schemas/expectations.py) with Great
     Expectations. Never raises for failed expectations: they are in the result, with their
     severity and what was observed. With `lake`, the validation is also rendered into
-    the lake's Data Docs site (about a second more)."""
-    g = _gx()
-    from great_expectations.core.run_identifier import RunIdentifier
+    the lake's Data Docs site (about a second more); with docs=False, later, by
+    build_docs (several results in one pass).
 
+    A batch is first validated for pass/fail only (a third of the Spark work of a full
+    result), and again with the unexpected values quoted only when something failed."""
+    g = _gx()
     run_at = dt_.datetime.now(dt_.timezone.utc)
     with g.lock:  # GX stores and site builders are not thread-safe
-        bd = g.batch_definition(suite_name)
-        if lake is None:
-            batch = bd.get_batch(batch_parameters={"dataframe": spark_df})
-            vr = batch.validate(g.suites[suite_name], result_format="SUMMARY")
-            docs = None
-        else:
-            site_dir = docs_dir(lake)
-            cp = g.checkpoint(suite_name, g.site(site_dir))
-            run_name = re.sub(r"[^A-Za-z0-9_.=-]+", "_", batch_label)
-            res = cp.run(batch_parameters={"dataframe": spark_df},
-                         run_id=RunIdentifier(run_name=run_name, run_time=run_at))
-            (ident, vr), = res.run_results.items()
-            docs = str(site_dir / "validations" / Path(*ident.to_tuple()).with_suffix(".html"))
+        vr, page = _run(g, spark_df, suite_name, batch_label, lake, run_at, "BOOLEAN_ONLY")
+        if not vr.success:
+            vr, page = _run(g, spark_df, suite_name, batch_label, lake, run_at, "SUMMARY")
     failures = tuple(_failure(er) for er in vr.results if not er.success)
     rows = _row_count(vr)
-    return DQResult(suite=suite_name, batch=batch_label, success=bool(vr.success), evaluated=len(vr.results),
-                    rows=rows, run_at=run_at, failures=failures, docs=docs, partition=dict(partition or {}))
+    if rows < 0:  # pass/fail results carry no counts
+        rows = spark_df.count()
+    result = DQResult(suite=suite_name, batch=batch_label, success=bool(vr.success), evaluated=len(vr.results),
+                      rows=rows, run_at=run_at, failures=failures, docs=page, partition=dict(partition or {}))
+    if lake is not None and docs:
+        build_docs(lake, [result])
+    return result
+
+
+def _run(g: _Gx, spark_df, suite_name: str, batch_label: str, lake: Lake | None, run_at, result_format: str):
+    """(GX validation result, its Data Docs page or None)."""
+    from great_expectations.core.run_identifier import RunIdentifier
+
+    if lake is None:
+        batch = g.batch_definition(suite_name).get_batch(batch_parameters={"dataframe": spark_df})
+        return batch.validate(g.suites[suite_name], result_format=result_format), None
+    site_dir = docs_dir(lake)
+    cp = g.checkpoint(suite_name, g.site(site_dir), result_format)
+    run_name = re.sub(r"[^A-Za-z0-9_.=-]+", "_", batch_label)
+    res = cp.run(batch_parameters={"dataframe": spark_df}, run_id=RunIdentifier(run_name=run_name, run_time=run_at))
+    (ident, vr), = res.run_results.items()
+    page = str(site_dir / "validations" / Path(*ident.to_tuple()).with_suffix(".html"))
+    g.stored[page] = ident
+    return vr, page
+
+
+def build_docs(lake: Lake, results: list[DQResult]) -> None:
+    """Render the Data Docs pages of `results` (validated with this lake) and the site's
+    index, in one pass."""
+    g = _gx()
+    with g.lock:
+        idents = [g.stored.pop(r.docs) for r in results if r.docs in g.stored]
+        if idents:
+            g.context.build_data_docs(site_names=[g.site(docs_dir(lake))], resource_identifiers=idents)
 
 
 def _row_count(vr) -> int:
@@ -213,14 +242,18 @@ def _observed(er) -> str:
     return ", ".join(parts) or "failed"
 
 
-def validate_by_pool(spark_df, suite_name: str, dt: str, *, lake: Lake | None = None) -> list[DQResult]:
+def validate_by_pool(spark_df, suite_name: str, dt: str, *, lake: Lake | None = None,
+                     docs: bool = True) -> list[DQResult]:
     """One validation per pool present in `spark_df` (batch 'suite dt=... pool=...'), so
-    that a broken pool withholds only its own partition."""
+    that a broken pool withholds only its own partition. Data Docs as for validate."""
     from pyspark.sql import functions as F
 
     pools = sorted(r[0] for r in spark_df.select("pool").distinct().collect())
-    return [validate(spark_df.where(F.col("pool") == p), suite_name, f"{suite_name} dt={dt} pool={p}",
-                     lake=lake, partition={"dt": dt, "pool": p}) for p in pools]
+    results = [validate(spark_df.where(F.col("pool") == p), suite_name, f"{suite_name} dt={dt} pool={p}",
+                        lake=lake, partition={"dt": dt, "pool": p}, docs=False) for p in pools]
+    if lake is not None and docs:
+        build_docs(lake, results)
+    return results
 
 
 def blocked(results: list[DQResult], key: str = "pool") -> set:

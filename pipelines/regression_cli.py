@@ -14,8 +14,8 @@ import sys
 
 from pipelines.lake import Lake, safe_date
 
-DETAIL_COLUMNS = ("series_key", "kernel", "dtype", "gpu_sku", "change_run_id", "change_pct", "q_value", "direction",
-                  "status", "cause")
+DETAIL_COLUMNS = ("series_key", "metric", "kernel", "dtype", "gpu_sku", "change_run_id", "change_pct", "q_value",
+                  "direction", "status", "cause")
 COMPARE_COLUMNS = ("case_id", "kernel", "dtype", "shape", "verdict", "ratio", "ci_low", "ci_high", "p_value", "n_a",
                    "n_b")
 

@@ -3,6 +3,7 @@ the Hive catalog (embedded metastore under the lake) so tables outlive the sessi
 from __future__ import annotations
 
 import os
+import sys
 
 from pipelines.lake import Lake
 
@@ -36,6 +37,9 @@ def get_spark(lake: Lake, app: str = "perflake"):
             raise RuntimeError(f"a Spark session for lake {current} is already running in this process; "
                                f"cannot switch to {lake.warehouse}")
         return active
+    # Python workers (pandas UDFs, e.g. change detection) run this interpreter, whose
+    # environment has pandas and pyarrow, unless the deployment names another.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app)
     master = os.environ.get("PERFLAKE_SPARK_MASTER")
     if master or "PYSPARK_GATEWAY_PORT" not in os.environ:

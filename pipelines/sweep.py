@@ -65,6 +65,7 @@ def run_shard(shard: dict, lake: Lake, *, attempt: int = 1, dag_run_id: str = "c
         try:
             cmd = [sys.executable, "-m", "kernels_bench", "run", "--suite", shard["suite"], "--device", device,
                    "--shard", f"{shard['shard']}/{shard['num_shards']}", "--out", str(tmp),
+                   "--record-shard", str(shard["landing_shard"]),
                    "--run-id", shard["run_id"], "--pool", shard["pool"], "--reason", shard["reason"],
                    "--dag-run-id", dag_run_id, "--attempt", str(attempt), "--date", shard["dt"]]
             if shard.get("kernel"):

@@ -98,8 +98,26 @@ def mine_and_publish(info: dict, rerun: bool = False) -> dict:
     out = {"mined": mine(info["dt"], info["pools"]), "summary": publish_summary(info["dt"], sweep_run_ids(info, rerun))}
     if rerun:
         out["confirmation"] = rerun_outcomes(info)
+        out["regressions"] = regression_outcomes(info)
     else:
         out["unstable"] = unstable_cases(info)
+    return out
+
+
+def regression_outcomes(info: dict) -> dict[str, dict[str, str]]:
+    """Per pool and case, the status (confirmed, cleared, ...) of the changes first seen
+    in this sweep's runs, as the mine after the reruns left them (an energy-per-call
+    change under '<case_id> (energy)')."""
+    from pipelines.spark import DATABASE, get_spark
+
+    spark = get_spark(Lake.from_env())
+    if not spark.catalog.tableExists(f"{DATABASE}.regressions"):
+        return {}
+    rows = (spark.table(f"{DATABASE}.regressions").where(f"change_run_id IN {_in_list(sweep_run_ids(info))}")
+            .select("pool", "case_id", "metric", "status").collect())
+    out: dict[str, dict[str, str]] = {}
+    for r in rows:
+        out.setdefault(r.pool, {})[r.case_id + (" (energy)" if r.metric == "energy" else "")] = r.status
     return out
 
 
@@ -119,7 +137,20 @@ def rerun_outcomes(info: dict) -> dict[str, dict[str, str]]:
 
 
 def unstable_cases(info: dict) -> dict[str, list[str]]:
-    """Per pool, the cases of this run whose measurement was not stable."""
+    """Per pool, the cases of this run to confirm with a rerun: those whose measurement
+    was not stable, and those with a provisional regression first seen in this run."""
+    from pipelines.mining.regressions import provisional_cases
+    from pipelines.spark import DATABASE, get_spark
+
+    out = _unstable_only(info)
+    spark = get_spark(Lake.from_env())
+    if spark.catalog.tableExists(f"{DATABASE}.regressions"):
+        for pool, cases in provisional_cases(spark.table(f"{DATABASE}.regressions"), sweep_run_ids(info)).items():
+            out[pool] = sorted(set(out.get(pool, [])) | set(cases))
+    return out
+
+
+def _unstable_only(info: dict) -> dict[str, list[str]]:
     from pipelines.sql import run_query
 
     q = (f"SELECT pool, case_id FROM perf.case_stats WHERE dt = '{info['dt']}' "
@@ -149,14 +180,26 @@ def dates_to_mine(logical_date, triggering_events) -> list[dict]:
 
 
 def mine(dt: str, pools: list[str] | None) -> dict:
-    """Mine one date; a date with nothing landed (a quiet day) is not an error."""
+    """Mine one date, then rewrite its nightly report from everything published for it;
+    a date with nothing landed (a quiet day) is not an error."""
     from pipelines.mine import landed_files, mine as mine_date
+    from pipelines.quality import DataQualityError
+    from pipelines.report.nightly import build_nightly
     from pipelines.spark import get_spark
 
     lake = Lake.from_env()
     if not landed_files(lake, "runs", dt, pools):
         return {"dt": dt, "pools": pools, "status": "nothing landed"}
-    return mine_date(get_spark(lake), lake, dt, pools).__dict__
+    try:
+        summary = mine_date(get_spark(lake), lake, dt, pools).__dict__
+        summary["report"] = str(build_nightly(lake, dt))
+        return summary
+    except DataQualityError as e:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        # The same data fails the same way: no retries. The pools that passed are published;
+        # fix or quarantine the source, then clear the task.
+        raise AirflowFailException(str(e)) from e
 
 
 def publish_summary(dt: str, run_ids: list[str]) -> str:

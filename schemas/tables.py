@@ -76,7 +76,7 @@ RUNS = Table(
     keys=("run_id", "shard", "attempt"),
     partition_by=("dt", "pool"),
     columns=(
-        _c("run_id", "string", "sweep run id, shared by all shards of one DAG run", False),
+        _c("run_id", "string", "run id of one pool's part of a sweep (<sweep>-<pool>), shared by its shards", False),
         _c("dag_run_id", "string", "Airflow DAG run id, or 'cli' outside Airflow"),
         _c("shard", "int32", "shard index within the run", False),
         _c("num_shards", "int32", "number of shards the run was split into", False),
@@ -148,6 +148,8 @@ CASE_RESULTS = Table(
         _c("tolerance", "float64", "tolerance used for the correctness check"),
         _c("stop_reason", "string", "why sampling stopped: noise, max_samples, timeout, ..."),
         _c("n_samples", "int32", "samples measured"),
+        _c("energy_per_call_j", "float64", "joules per call from the device's energy counter (null without one)"),
+        _c("avg_power_w", "float64", "average board power over the energy window (null without a counter)"),
         _c("dt", "string", "partition: run date", False),
         _c("pool", "string", "partition: pool", False),
     ),
@@ -234,6 +236,13 @@ CASE_STATS = Table(
         _c("gbps", "float64", "GB/s at the median"),
         _c("pct_of_peak", "float64", "percent of the hardware's roofline bound at the median"),
         _c("stable", "bool", "rel_noise under the stability threshold"),
+        _c("max_abs_error", "float64", "max absolute error against the higher-precision reference"),
+        _c("max_rel_error", "float64", "max error normalised by max |reference|"),
+        _c("tolerance", "float64", "normalised error accepted for the dtype"),
+        _c("energy_per_call_j", "float64", "joules per call (null where the device has no energy counter)"),
+        _c("avg_power_w", "float64", "average board power while running the case back to back"),
+        _c("tflops_per_watt", "float64", "TFLOP/s per watt = TFLOP per joule"),
+        _c("joules_per_tflop", "float64", "energy per 10^12 floating point operations"),
         _c("dt", "string", "partition: run date", False),
         _c("pool", "string", "partition: pool", False),
     ),
@@ -262,6 +271,66 @@ SERIES = Table(
         _c("last_median_ns", "float64", "median of the latest run"),
         _c("baseline_ns", "float64", "median of the run medians over the last BASELINE_RUNS runs before the latest"),
         _c("baseline_mad_ns", "float64", "MAD of those run medians (run-to-run noise)"),
+    ),
+)
+
+# Recomputed from the whole history by every mine; the lifecycle (status, first seen,
+# acknowledgement) is carried over from the table's previous state by key.
+REGRESSIONS = Table(
+    name="regressions",
+    grain="one row per detected level change in one metric of a series",
+    version=2,
+    keys=("series_key", "metric", "change_run_id"),
+    columns=(
+        _c("regression_id", "string", "short stable id (hash of series_key, metric, change_run_id): perflake triage"),
+        _c("series_key", "string", "series the change is in (perf.series)", False),
+        _c("metric", "string", "latency (median_ns) or energy (energy_per_call_j); higher is worse for both; "
+                               "null in rows written before schema v2 = latency"),
+        _c("unit", "string", "unit of before_value and after_value: ns or J"),
+        _c("case_id", "string", "case", False),
+        _c("pool", "string", "pool of the change run"),
+        _c("gpu_sku", "string", "hardware SKU"),
+        _c("device_kind", "string", "gpu, cpu or simulated"),
+        _c("family", "string", "kernel family"),
+        _c("kernel", "string", "kernel"),
+        _c("backend", "string", "backend"),
+        _c("dtype", "string", "dtype"),
+        _c("change_run_id", "string", "first run at the new level (first bad run)", False),
+        _c("change_dt", "string", "date of the change run", False),
+        _c("last_good_run_id", "string", "last run at the old level", False),
+        _c("last_good_dt", "string", "date of the last good run", False),
+        _c("before_ns", "float64", "old latency level: median of up to 10 run medians before the change (for an "
+                                   "energy change, the latency on the same runs: did the speed hold?)", False),
+        _c("after_ns", "float64", "new latency level: median of the run medians since the change (to the next "
+                                  "change)", False),
+        _c("before_value", "float64", "old level of the metric, in unit"),
+        _c("after_value", "float64", "new level of the metric, in unit"),
+        _c("change_pct", "float64", "(after_value - before_value) / before_value x 100; positive = worse (slower, "
+                                    "or more energy per call)", False),
+        _c("sigmas", "float64", "|after - before| in robust run-to-run noise units"),
+        _c("p_value", "float64", "two-sided rank test, corrected for autocorrelation and search (the detector's "
+                                  "when it reports the change this mine, else between the neighbouring segments)"),
+        _c("q_value", "float64", "Benjamini-Hochberg q over the series measured on the change night"),
+        _c("direction", "string", "regression (worse: slower, more energy) or improvement", False),
+        _c("status", "string", "provisional, confirmed, cleared, acknowledged or closed (perflake triage close: "
+                               "triage finished; final, and the change stays a known level of its series)", False),
+        _c("runs_after", "int64", "runs at or after the change run seen so far (reruns included)", False),
+        _c("confirmed_by_run_id", "string", "the later run or rerun that agreed with the change run"),
+        _c("detected_by", "string", "significance (the detector's test), newest-runs (its newest-runs floors) "
+                                       "or tracked (known from an earlier mine, not reported by the detector now)"),
+        _c("cause", "string", "what differs between the last good and the change run, e.g. 'torch 2.12.0 -> 2.13.0'"),
+        _c("attribution", "map<string,string>", "each differing run attribute -> 'old -> new'"),
+        _c("first_seen_at", "timestamp", "UTC time of the mine that first reported it", False),
+        _c("status_since", "timestamp", "UTC time of the mine that set the current status", False),
+        _c("acknowledged_by", "string", "who acknowledged it"),
+        _c("acknowledged_at", "timestamp", "UTC time of the acknowledgement"),
+        _c("note", "string", "free text from the acknowledgement"),
+        _c("owner", "string", "owning team, routed by the owners file when first seen and kept (pipelines/owners.py)"),
+        _c("triage_due_dt", "string", "triage due date (YYYY-MM-DD): the owner's working days (default 2) after "
+                                      "first seen, weekends skipped; kept"),
+        _c("closed_by", "string", "who closed it (perflake triage close)"),
+        _c("closed_at", "timestamp", "UTC time it was closed"),
+        _c("close_note", "string", "free text from the close"),
     ),
 )
 
@@ -320,5 +389,45 @@ DQ_RESULTS = Table(
     ),
 )
 
-ALL_TABLES = {t.name: t for t in (RUNS, CASE_RESULTS, SAMPLES, CASES, CASE_STATS, SERIES, QUARANTINE, HARDWARE,
-                                  DQ_RESULTS)}
+# Written by pipelines/projections.py (`perflake project`): a projection is kept as first
+# made; the measured columns are filled in when the target hardware's data lands.
+PROJECTIONS = Table(
+    name="projections",
+    grain="one row per case x target hardware x calibration hardware x device kind",
+    version=1,
+    keys=("case_id", "target_sku", "source_sku", "device_kind"),
+    columns=(
+        _c("case_id", "string", "case (perf.cases)", False),
+        _c("target_sku", "string", "catalog SKU projected onto", False),
+        _c("source_sku", "string", "catalog SKU whose measurements calibrated the model", False),
+        _c("device_kind", "string", "kind of the calibration data: gpu or simulated (never mixed)", False),
+        _c("family", "string", "kernel family"),
+        _c("kernel", "string", "kernel"),
+        _c("backend", "string", "backend"),
+        _c("dtype", "string", "dtype"),
+        _c("shape", "string", "the case's parameters as k=v,..."),
+        _c("flops_per_call", "float64", "flops per call"),
+        _c("bytes_per_call", "float64", "bytes per call"),
+        _c("regime", "string", "roof that binds on the target at peak: compute, memory or launch (empty call)"),
+        _c("bound_ns", "float64", "roofline bound on the target: max(flops / peak, bytes / bandwidth)"),
+        _c("efficiency", "float64", "share of the binding roof assumed reached (calibrated)"),
+        _c("launch_ns", "float64", "fixed cost per call assumed (calibrated)"),
+        _c("projected_ns", "float64", "projected time per call: launch_ns + bound_ns / efficiency"),
+        _c("projected_tflops", "float64", "projected TFLOP/s"),
+        _c("projected_gbps", "float64", "projected GB/s"),
+        _c("model", "string", "model name and version, e.g. roofline-efficiency-v1", False),
+        _c("calibration_level", "string", "case, family-dtype curve, family curve, regime curve, launch, uncalibrated"),
+        _c("calibration_source", "string", "hardware, cases, dates and runs the calibration came from", False),
+        _c("source_median_ns", "float64", "the case's median on the calibration hardware, where measured"),
+        _c("note", "string", "why a projection is missing, when it is"),
+        _c("projected_at", "timestamp", "UTC time the projection was made", False),
+        _c("measured_ns", "float64", "median measured on the target since (null until measured)"),
+        _c("measured_run_id", "string", "run of that measurement"),
+        _c("measured_dt", "string", "date of that measurement"),
+        _c("error_pct", "float64", "(projected - measured) / measured x 100"),
+        _c("scored_at", "timestamp", "UTC time the measured columns were filled in"),
+    ),
+)
+
+ALL_TABLES = {t.name: t for t in (RUNS, CASE_RESULTS, SAMPLES, CASES, CASE_STATS, SERIES, REGRESSIONS, QUARANTINE,
+                                  HARDWARE, DQ_RESULTS, PROJECTIONS)}

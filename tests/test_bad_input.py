@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -198,4 +199,45 @@ def test_truncated_json_is_refused(tmp_path, tmp_lake, good):
 def test_a_missing_path_is_reported(tmp_path, tmp_lake, good):
     report = run_ingest([tmp_path / "nope", good], tmp_lake)
     assert issue_for(report, "no such file").source == str(tmp_path / "nope")
+    assert good_landed(tmp_lake, report)
+
+
+def test_nan_and_infinite_float_latencies_are_quarantined_by_row_and_the_rest_of_the_file_lands(tmp_path, tmp_lake,
+                                                                                                 good):
+    # Another harness writes float nanoseconds: finite values are rounded and land (zero and
+    # negative ones too: the mining job quarantines those, see test_mine_gates), NaN and
+    # infinity cannot be stored as integer nanoseconds and are set aside here.
+    d = write_shard(tmp_path / "floats", run_id="floats-1")
+    t = pq.read_table(d / "samples.parquet")
+    values = [1000.4, float("nan"), 1010.0, float("inf"), -3.0, 0.0, 1020.6, float("-inf"), 990.0, 1001.0]
+    i = t.schema.get_field_index("latency_ns")
+    pq.write_table(t.set_column(i, pa.field("latency_ns", pa.float64(), False), pa.array(values)), d / "samples.parquet")
+    report = run_ingest([d, good], tmp_lake)
+    reasons = sorted(i.reason for i in report.issues)
+    assert reasons == ["row 1: latency_ns is nan (field latency_ns): not finite",
+                       "row 3: latency_ns is inf (field latency_ns): not finite",
+                       "row 7: latency_ns is -inf (field latency_ns): not finite"]
+    assert all(i.source == f"{d / 'samples.parquet'} [samples]" for i in report.issues)
+    records = {q["reason"].split(":")[0]: json.loads(q["record"]) for q in quarantined(tmp_lake)}
+    assert {row: (r["iteration"], r["latency_ns"]) for row, r in records.items()} == {
+        "row 1": (1, "nan"), "row 3": (3, "inf"), "row 7": (2, "-inf")}  # row 7: the second case's iteration 2
+    lat = pq.read_table(tmp_lake.landing_file("samples", "2032-03-01", "dq-a", "floats-1", 0)).column("latency_ns")
+    assert lat.type == pa.int64() and lat.to_pylist() == [1000, 1010, -3, 0, 1021, 990, 1001]
+    assert good_landed(tmp_lake, report)
+
+
+def test_nan_and_infinite_nvbench_sample_times_are_quarantined_and_the_other_samples_land(tmp_path, tmp_lake, good):
+    from test_ingest import nv_state, nvbench_doc
+
+    d = tmp_path / "nv"
+    d.mkdir()
+    np.array([1e-6, np.nan, 1.2e-6, np.inf, 1.1e-6], dtype="<f4").tofile(d / "s0.bin")
+    (d / "result.json").write_text(json.dumps(nvbench_doc([nv_state("1024", 1.1e-6, 5, "s0.bin")])))
+    report = run_ingest([d, good], tmp_lake)
+    reasons = sorted(i.reason for i in report.issues)
+    assert len(reasons) == 2 and all("nv/cold/sample_times" in r and "latency_ns is not finite" in r for r in reasons)
+    assert "sample 1 of nv/cold/sample_times is nan" in reasons[0] and "sample 3" in reasons[1]
+    assert sorted(q["reason"] for q in quarantined(tmp_lake)) == reasons
+    nv = next(s for s in report.landed if s["run_id"].startswith("nvbench-"))
+    assert (nv["samples"], nv["case_results"]) == (3, 1)
     assert good_landed(tmp_lake, report)

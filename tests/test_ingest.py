@@ -180,3 +180,19 @@ def test_ingested_files_pass_the_mining_jobs_file_checks_and_read_in_spark(tmp_p
         df = read_landed(spark, good, table)
         assert df.select("dt", "pool").distinct().collect() == [("2032-03-03", "dq-a")]
     assert read_landed(spark, landed_files(lake, "samples", "2032-03-03", ["dq-a"]), SAMPLES).count() == 10
+
+
+def test_perflake_ingest_is_reachable_from_the_cli_and_its_help_has_examples(tmp_path, monkeypatch, capsys):
+    from pipelines.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["ingest", "--help"])
+    assert "examples:\n  perflake ingest" in capsys.readouterr().out
+    (tmp_path / "pools.yaml").write_text("dq-a: {sku: H100-SXM5-80GB, device_kind: gpu, slots: 1}\n")
+    monkeypatch.setenv("PERFLAKE_POOLS", str(tmp_path / "pools.yaml"))
+    monkeypatch.setenv("PERFLAKE_HOME", str(tmp_path / "lake"))
+    shard = write_shard(tmp_path / "out", started=dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1))
+    assert main(["ingest", str(shard), "--pool", "dq-a", "--date", "2032-03-04"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["issues"] == [] and report["landed"][0]["samples"] == 10
+    assert landed(Lake(tmp_path / "lake"), "samples", "2032-03-04").num_rows == 10

@@ -61,7 +61,8 @@ def land_night(lake, tmp_path, dt: str, *, cases, injections, reason="nightly", 
 
 
 def snapshot(spark) -> pd.DataFrame:
-    df = spark.sql(f"SELECT * FROM perf.regressions WHERE pool = '{POOL}'").toPandas()
+    """The pool's latency changes (energy per call, tracked too, is tests/test_triage.py's)."""
+    df = spark.sql(f"SELECT * FROM perf.regressions WHERE pool = '{POOL}' AND metric = 'latency'").toPandas()
     return df.sort_values(["series_key", "change_run_id"]).reset_index(drop=True)
 
 
@@ -218,7 +219,7 @@ def test_an_acknowledged_regression_stays_acknowledged_when_re_mined(history):
 def test_pooled_attribution_groups_the_nights_changes_by_cause(history, spark):
     from pipelines.mining.attribution import describe, pooled
 
-    table = spark.table("perf.regressions").where(f"pool = '{POOL}'")
+    table = spark.table("perf.regressions").where(f"pool = '{POOL}' AND metric = 'latency'")
     groups = [r.asDict() for r in pooled(table, CHANGE_NIGHT).collect()]
     assert len(groups) == 1
     (g,) = groups
@@ -233,7 +234,8 @@ def test_the_regressions_command_prints_the_pooled_groups(history, capsys):
 
     assert main(["regressions", "--date", CHANGE_NIGHT, "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    mine = [g for g in out["groups"] if g["cause"] == "torch 2.12.0 -> 2.13.0" and g["dtype"] == "bf16"]
+    mine = [g for g in out["groups"] if g["cause"] == "torch 2.12.0 -> 2.13.0" and g["dtype"] == "bf16"
+            and g["metric"] == "latency"]
     assert len(mine) == 1 and mine[0]["series"] == 4 and "slower by" in mine[0]["summary"]
 
 

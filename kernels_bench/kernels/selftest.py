@@ -55,4 +55,35 @@ class Noop:
         return Prepared(lambda: None, lambda: Correctness(True, 0.0, 0.0, 0.0))
 
 
-KERNELS = tuple(Fault(f"fault_{k}") for k in ("raise", "segv", "oom", "hang")) + (Noop(),)
+@dataclass(frozen=True)
+class KnownError:
+    """Copies a vector of ones and adds `error` (default 0.5, exact in fp32) to its first
+    element: the correctness check must report exactly that error, and fail."""
+
+    family: str = "selftest"
+    name: str = "known_error"
+    backends: tuple[str, ...] = ("torch",)
+
+    def flops(self, case: Case) -> float:
+        return 0.0
+
+    def bytes(self, case: Case) -> float:
+        return 2.0 * 4 * int(case.p.get("numel", 1024))
+
+    def prepare(self, case: Case, device: str) -> Prepared:
+        import torch
+
+        from kernels_bench.kernels.base import compare
+
+        x = torch.ones(int(case.p.get("numel", 1024)), dtype=torch.float32, device=device)
+        error = float(case.p.get("error", 0.5))
+
+        def fn():
+            y = x.clone()
+            y[0] += error
+            return y
+
+        return Prepared(fn, lambda: compare(fn(), x, "fp32"))
+
+
+KERNELS = tuple(Fault(f"fault_{k}") for k in ("raise", "segv", "oom", "hang")) + (Noop(), KnownError())

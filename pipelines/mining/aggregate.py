@@ -69,7 +69,11 @@ def case_stats(flagged: DataFrame, case_results: DataFrame, runs: DataFrame, har
            .withColumn("tflops", F.when(med > 0, F.col("flops_per_call") / med / 1e3))
            .withColumn("gbps", F.when(med > 0, F.col("bytes_per_call") / med))
            .withColumn("pct_of_peak", F.when((med > 0) & (bound > 0), bound / med * 100.0))
-           .withColumn("stable", F.col("rel_noise") <= STABLE_REL_IQR))
+           .withColumn("stable", F.col("rel_noise") <= STABLE_REL_IQR)
+           .withColumn("tflops_per_watt", F.when(F.col("energy_per_call_j") > 0,
+                                                 F.col("flops_per_call") / F.col("energy_per_call_j") / 1e12))
+           .withColumn("joules_per_tflop", F.when(F.col("flops_per_call") > 0,
+                                                  F.col("energy_per_call_j") / (F.col("flops_per_call") / 1e12))))
     return out.select(*[F.col(c).cast(_spark_type(c)) for c in ordered_columns(CASE_STATS)])
 
 

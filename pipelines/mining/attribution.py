@@ -84,27 +84,32 @@ def _env_diffs() -> Column:
 
 def pooled(regressions: DataFrame, dt: str | None = None, *, include_cleared: bool = False) -> DataFrame:
     """The changes of one night (change_dt = dt; every night when dt is None) grouped by
-    cause, direction, device kind, family and dtype: one row per group with the number
-    of series, the range of |change_pct|, the GPUs and the statuses, largest group first."""
-    rows = regressions
+    cause, metric (latency or energy), direction, device kind, family and dtype: one row
+    per group with the number of series, the range of |change_pct|, the GPUs and the
+    statuses, largest group first."""
+    rows = regressions.withColumn("metric", F.coalesce(F.col("metric"), F.lit("latency")))
     if dt is not None:
         rows = rows.where(F.col("change_dt") == F.lit(dt))
     if not include_cleared:
         rows = rows.where(F.col("status") != "cleared")
     size = F.abs(F.col("change_pct"))
-    return (rows.groupBy("cause", "direction", "device_kind", "family", "dtype")
+    return (rows.groupBy("cause", "metric", "direction", "device_kind", "family", "dtype")
             .agg(F.countDistinct("series_key").alias("series"), F.min(size).alias("min_pct"),
                  F.max(size).alias("max_pct"), F.array_sort(F.collect_set("gpu_sku")).alias("gpus"),
                  F.array_sort(F.collect_set("status")).alias("statuses"),
                  F.array_sort(F.collect_set("change_dt")).alias("nights"))
-            .orderBy(F.col("series").desc(), "cause", "direction", "family", "dtype"))
+            .orderBy(F.col("series").desc(), "cause", "metric", "direction", "family", "dtype"))
 
 
 def describe(group) -> str:
     """One pooled group (a row of `pooled`) as a sentence."""
     what = " ".join(str(p) for p in (group["dtype"], group["family"]) if p)
     sim = " (simulated)" if group["device_kind"] == "simulated" else ""
-    verb = "slower" if group["direction"] == "regression" else "faster"
+    worse = group["direction"] == "regression"
+    if group["metric"] == "energy":
+        verb = "using more energy per call" if worse else "using less energy per call"
+    else:
+        verb = "slower" if worse else "faster"
     lo, hi = group["min_pct"], group["max_pct"]
     size = f"{lo:.1f} %" if round(lo, 1) == round(hi, 1) else f"{lo:.1f} to {hi:.1f} %"
     return (f"{group['cause']}: {group['series']} {what} series{sim} {verb} by {size} "

@@ -19,12 +19,15 @@ def _sample_reject_reason() -> Column:
 
 def clean_samples(samples: DataFrame) -> tuple[DataFrame, DataFrame]:
     """Split samples into (good, rejected). Good rows are unique on (run, case, attempt,
-    iteration); a duplicate keeps one copy. Rejected rows carry `reason`."""
-    # Cluster by case once: deduplication, the latest-attempt window and every per-case
-    # aggregation downstream reuse this partitioning instead of shuffling again.
-    tagged = samples.repartition("run_id", "case_id").withColumn("_reason", _sample_reject_reason())
+    iteration); a duplicate keeps one copy, without the `_source` file name. Rejected rows
+    carry `reason` (and `_source`, when the input has it, for the quarantine)."""
+    tagged = samples.withColumn("_reason", _sample_reject_reason())
     rejected = tagged.where(F.col("_reason").isNotNull()).withColumnRenamed("_reason", "reason")
-    good = tagged.where(F.col("_reason").isNull()).drop("_reason").dropDuplicates(list(SAMPLE_KEYS))
+    # Cluster by case once: deduplication, the latest-attempt window and every per-case
+    # aggregation downstream reuse this partitioning instead of shuffling again. The file
+    # name is dropped first: it would double the bytes shuffled.
+    good = (tagged.where(F.col("_reason").isNull()).drop("_reason", "_source")
+            .repartition("run_id", "case_id").dropDuplicates(list(SAMPLE_KEYS)))
     return good, rejected
 
 

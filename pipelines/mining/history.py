@@ -24,8 +24,9 @@ def series_key() -> F.Column:
 
 
 def series_points(case_stats: DataFrame, runs: DataFrame) -> DataFrame:
-    """One point per series x run: the run's median (first-attempt reruns excluded:
-    a confirmation rerun is its own run id and counts as a point of its own)."""
+    """One point per series x run: the run's median latency and, where the device has
+    an energy counter, its energy per call (first-attempt reruns excluded: a
+    confirmation rerun is its own run id and counts as a point of its own)."""
     run_ctx = (runs.select("run_id", "hardware_fingerprint", "software_fingerprint", "started_at", "reason",
                            "driver_version", "cuda_version", "torch_version", "triton_version", "harness_commit",
                            "host")
@@ -37,8 +38,9 @@ def series_points(case_stats: DataFrame, runs: DataFrame) -> DataFrame:
     return (ok.join(run_ctx, "run_id", "left")
             .withColumn("series_key", series_key())
             .select("series_key", "case_id", "pool", "gpu_sku", "hardware_fingerprint", "device_kind", "family",
-                    "kernel", "dtype", "run_id", "dt", "started_at", "reason", "median_ns", "median_ci_low_ns",
-                    "median_ci_high_ns", "rel_noise", "stable", "software_fingerprint", "driver_version",
+                    "kernel", "backend", "dtype", "run_id", "dt", "started_at", "reason", "median_ns",
+                    "median_ci_low_ns", "median_ci_high_ns", "rel_noise", "stable", "energy_per_call_j",
+                    "avg_power_w", "software_fingerprint", "driver_version",
                     "cuda_version", "torch_version", "triton_version", "harness_commit", "host"))
 
 

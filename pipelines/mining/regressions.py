@@ -1,28 +1,35 @@
 """perf.regressions: the level changes of every series, with their significance, status
 and attribution, recomputed from the whole history by every mine.
 
-Each series (run medians in run order; a confirmation rerun is a run of its own) goes
-through the change detector (pipelines.changepoint). The detector's non-provisional
-changes are significant at its alpha within their series; across series, the changes
-of one night (by the date of the change run) are one family, and Benjamini-Hochberg
+Each series is tracked in two metrics (METRICS): latency (run medians) and, where the
+device has an energy counter, energy per call (so a kernel that holds its latency but
+burns 10 % more energy per call is a regression too). Each metric of a series (values
+in run order; a confirmation rerun is a run of its own) goes through the change
+detector (pipelines.changepoint). The detector's non-provisional changes are
+significant at its alpha within their series; across series, the changes of one night
+(by the date of the change run) in one metric are one family, and Benjamini-Hochberg
 over every series measured that night keeps those with q <= FDR_Q. A change among the
 newest runs (the detector's provisional one) is gated by the effect-size floors and by
 the next run instead, and reported whatever its q.
 
-The lifecycle of one regression (key: series_key + change_run_id) is carried over from
-the table's previous state, so re-mining recomputes the numbers but keeps the story:
+The lifecycle of one regression (key: series_key + metric + change_run_id; short id
+regression_id) is carried over from the table's previous state, so re-mining
+recomputes the numbers but keeps the story:
 - provisional: only the change run is at the new level so far;
 - confirmed: a later run or a confirmation rerun agreed with it (`confirms`), or the
   significance test found it; a confirmed change stays confirmed (a later return to
   the old level is a change of its own);
 - cleared: it was provisional and the next run or rerun did not agree; final;
-- acknowledged: a person acknowledged it (`acknowledge`); kept with who, when and why.
+- acknowledged: a person acknowledged it (`acknowledge`); kept with who, when and why;
+- closed: its triage is finished (pipelines.triage); final, kept with who, when and why.
+Its owner and triage due date (pipelines.owners) are set when it is first seen and kept.
 A known change is re-measured at its run every night, even while the detector does not
 report it (a level 3-5 runs old is often not yet significant in a short history).
 """
 from __future__ import annotations
 
 import datetime
+import functools
 
 import numpy as np
 import pandas as pd
@@ -34,6 +41,7 @@ from pipelines import catalog
 from pipelines.changepoint import DetectorParams, bh_adjust, confirms, detect, measure_at
 from pipelines.lake import Lake
 from pipelines.mining.attribution import run_context, with_attribution
+from pipelines.owners import Owners, load_owners
 from pipelines.mining.history import series_points
 from pipelines.spark import DATABASE
 from schemas.spark import ordered_columns, spark_schema
@@ -43,8 +51,13 @@ FDR_Q = 0.05
 # A detection this many runs or fewer from a known change of the same direction is that
 # change: as a history grows, the detector may place a step one run either side.
 MATCH_RUNS = 2
-_DESCRIBE = ("case_id", "pool", "gpu_sku", "device_kind", "family", "kernel", "dtype")
-_DERIVED = ("cause", "attribution")  # joined on from perf.runs after detection
+# metric -> (perf.case_stats column, unit); higher is worse for both.
+METRICS = {"latency": ("median_ns", "ns"), "energy": ("energy_per_call_j", "J")}
+FINAL = ("acknowledged", "closed", "cleared", "confirmed")  # statuses a later run does not change
+_DESCRIBE = ("case_id", "pool", "gpu_sku", "device_kind", "family", "kernel", "backend", "dtype")
+_DERIVED = ("cause", "attribution", "regression_id")  # derived after detection
+# Set by people or at first sight, carried over by every mine.
+_KEPT = ("acknowledged_by", "acknowledged_at", "note", "owner", "triage_due_dt", "closed_by", "closed_at", "close_note")
 
 
 def _candidate_schema() -> T.StructType:
@@ -54,56 +67,76 @@ def _candidate_schema() -> T.StructType:
 
 
 def regression_points(case_stats: DataFrame, runs: DataFrame) -> DataFrame:
-    """The run-level points of every series (pipelines.mining.history), as detection needs them."""
-    return series_points(case_stats, runs).select("series_key", *_DESCRIBE, "run_id", "dt", "started_at", "median_ns")
+    """The run-level points of every series (pipelines.mining.history), one row per
+    series x metric x run with the metric's `value` (and the run's median latency)."""
+    points = series_points(case_stats, runs)
+    common = ("series_key", *_DESCRIBE, "run_id", "dt", "started_at", "median_ns")
+    by_metric = [points.where(F.col(column).isNotNull())
+                 .select(*common, F.lit(metric).alias("metric"), F.col(column).cast("double").alias("value"))
+                 for metric, (column, _) in METRICS.items()]
+    return functools.reduce(DataFrame.unionByName, by_metric)
+
+
+def regression_id() -> F.Column:
+    """The short stable id of a regression (what `perflake triage` takes)."""
+    key = F.concat_ws("|", F.col("series_key"), F.col("metric"), F.col("change_run_id"))
+    return F.substring(F.sha2(key, 256), 1, 10)
 
 
 def regressions_table(points: DataFrame, previous: DataFrame, runs: DataFrame, now: datetime.datetime,
-                      params: DetectorParams = DetectorParams(), fdr_q: float = FDR_Q) -> DataFrame:
+                      params: DetectorParams = DetectorParams(), fdr_q: float = FDR_Q,
+                      owners: Owners | None = None) -> DataFrame:
     """perf.regressions from the series points, the table's previous state and perf.runs
-    (for attribution). Deterministic given its inputs and `now` (the time stamped on
-    rows whose status is new), so re-mining unchanged data changes nothing."""
-    prev = previous.select(*[c for c in ordered_columns(REGRESSIONS) if c not in _DERIVED])
-    candidates = (points.groupBy("series_key").cogroup(prev.groupBy("series_key"))
-                  .applyInPandas(_series_detector(pd.Timestamp(now), params), _candidate_schema()))
-    family = points.groupBy(F.col("dt").alias("change_dt")).agg(F.countDistinct("series_key").alias("family_size"))
-    with_q = (candidates.join(family, "change_dt", "left")
-              .groupBy("change_dt").applyInPandas(_night_q, T.StructType(
+    (for attribution); new rows are routed by `owners` (default: load_owners()).
+    Deterministic given its inputs and `now` (the time stamped on rows whose status is
+    new), so re-mining unchanged data changes nothing."""
+    owners = owners or load_owners()
+    prev = (previous.select(*[c for c in ordered_columns(REGRESSIONS) if c not in _DERIVED])
+            .withColumn("metric", F.coalesce(F.col("metric"), F.lit("latency"))))  # rows from before schema v2
+    keys = ("series_key", "metric")
+    candidates = (points.groupBy(*keys).cogroup(prev.groupBy(*keys))
+                  .applyInPandas(_series_detector(pd.Timestamp(now), params, owners), _candidate_schema()))
+    family = (points.groupBy(F.col("dt").alias("change_dt"), "metric")
+              .agg(F.countDistinct("series_key").alias("family_size")))
+    with_q = (candidates.join(family, ["change_dt", "metric"], "left")
+              .groupBy("change_dt", "metric").applyInPandas(_night_q, T.StructType(
                   candidates.schema.fields + [T.StructField("family_size", T.LongType(), True)])))
     kept = with_q.where(~(F.col("is_new") & (F.col("detected_by") == "significance")
                           & (F.col("q_value") > F.lit(fdr_q))))
-    return with_attribution(kept, run_context(runs)).select(*ordered_columns(REGRESSIONS))
+    unit = F.coalesce(F.col("unit"), F.when(F.col("metric") == "energy", F.lit("J")).otherwise(F.lit("ns")))
+    latency_old = F.col("metric") == "latency"  # rows from before schema v2 have no *_value
+    return (with_attribution(kept, run_context(runs))
+            .withColumn("regression_id", regression_id()).withColumn("unit", unit)
+            .withColumn("before_value", F.coalesce(F.col("before_value"), F.when(latency_old, F.col("before_ns"))))
+            .withColumn("after_value", F.coalesce(F.col("after_value"), F.when(latency_old, F.col("after_ns"))))
+            .select(*ordered_columns(REGRESSIONS)))
 
 
 def update_regressions(spark: SparkSession, lake: Lake, now: datetime.datetime | None = None,
-                       params: DetectorParams = DetectorParams()) -> None:
+                       params: DetectorParams = DetectorParams(), owners: Owners | None = None) -> None:
     """Recompute perf.regressions from the whole published history, keeping each known
-    regression's lifecycle."""
+    regression's lifecycle, owner and due date (new ones are routed by `owners`,
+    default: the owners file)."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     name = catalog.ensure_table(spark, lake, REGRESSIONS)
     runs = spark.table(f"{DATABASE}.runs")
     points = regression_points(spark.table(f"{DATABASE}.case_stats"), runs)
-    table = regressions_table(points, spark.table(name), runs, now, params)
+    table = regressions_table(points, spark.table(name), runs, now, params, owners=owners)
     # Materialise before overwriting: the table is an input of its own new state.
     catalog.overwrite(spark, lake, table.localCheckpoint(eager=True), REGRESSIONS)
 
 
 def acknowledge(spark: SparkSession, lake: Lake, series_key: str, change_run_id: str, by: str,
-                note: str | None = None, at: datetime.datetime | None = None) -> None:
-    """Mark one regression acknowledged (by whom, when, why); later mines keep it so."""
-    at = at or datetime.datetime.now(datetime.timezone.utc)
-    name = catalog.ensure_table(spark, lake, REGRESSIONS)
-    table = spark.table(name)
+                note: str | None = None, at: datetime.datetime | None = None, metric: str | None = None) -> None:
+    """Mark one change acknowledged (by whom, when, why), in every metric where it was
+    found unless `metric` says which; later mines keep it so. By id: pipelines.triage."""
+    from pipelines.triage import set_status
+
     this = (F.col("series_key") == F.lit(series_key)) & (F.col("change_run_id") == F.lit(change_run_id))
-    if table.where(this).limit(1).count() == 0:
-        raise KeyError(f"no regression with series_key {series_key!r} and change_run_id {change_run_id!r} in "
-                       f"{name}; list them with: perflake sql \"SELECT series_key, change_run_id FROM {name}\"")
-    updates = {"status_since": F.when(F.col("status") != "acknowledged", F.lit(at)).otherwise(F.col("status_since")),
-               "status": F.lit("acknowledged"), "acknowledged_by": F.lit(by), "acknowledged_at": F.lit(at),
-               "note": F.lit(note).cast("string")}
-    for col, value in updates.items():
-        table = table.withColumn(col, F.when(this, value).otherwise(F.col(col)))
-    catalog.overwrite(spark, lake, table.localCheckpoint(eager=True), REGRESSIONS)
+    if metric is not None:
+        this = this & (F.coalesce(F.col("metric"), F.lit("latency")) == F.lit(metric))
+    set_status(spark, lake, this, f"series_key {series_key!r} and change_run_id {change_run_id!r}",
+               "acknowledged", by, note, at)
 
 
 def provisional_cases(regressions: DataFrame, run_ids: list[str]) -> dict[str, list[str]]:
@@ -119,22 +152,36 @@ def provisional_cases(regressions: DataFrame, run_ids: list[str]) -> dict[str, l
 
 # --- per series (pandas, on the executors) ----------------------------------------------
 
-def _series_detector(now: pd.Timestamp, params: DetectorParams):
+def _series_detector(now: pd.Timestamp, params: DetectorParams, owners: Owners):
     # A plain function (not functools.partial): Spark inspects the UDF's type hints.
     def series_changes(points: pd.DataFrame, prev: pd.DataFrame) -> pd.DataFrame:
-        return _series_changes(points, prev, now=now, params=params)
+        return _triaged(_series_changes(points, prev, now=now, params=params), owners)
     return series_changes
+
+
+def _triaged(rows: pd.DataFrame, owners: Owners) -> pd.DataFrame:
+    """Rows with an owner and a due date: kept where known, routed where new."""
+    for i, r in rows.iterrows():
+        owner = r["owner"] if isinstance(r["owner"], str) else owners.route(r.to_dict())
+        rows.at[i, "owner"] = owner
+        if not isinstance(r["triage_due_dt"], str):
+            seen = pd.Timestamp(r["first_seen_at"])
+            seen = (seen.tz_localize("UTC") if seen.tzinfo is None else seen.tz_convert("UTC")).date()
+            rows.at[i, "triage_due_dt"] = owners.due_date(owner, seen).isoformat()
+    return rows
 
 
 def _series_changes(points: pd.DataFrame, prev: pd.DataFrame, *, now: pd.Timestamp,
                     params: DetectorParams) -> pd.DataFrame:
-    """The regressions of one series: its detected changes merged with its known ones."""
+    """The regressions of one metric of one series: its detected changes merged with its
+    known ones."""
     known = {r["change_run_id"]: r for r in prev.to_dict("records")}
     if points.empty:  # its history is gone: keep what was known as it was
         return _frame([{**r, "is_new": False} for r in known.values()])
     pts = (points.sort_values(["started_at", "run_id"]).drop_duplicates("run_id", keep="last")
            .reset_index(drop=True))
-    values = pts["median_ns"].to_numpy(dtype=float)
+    values = pts["value"].to_numpy(dtype=float)
+    latency = pts["median_ns"].to_numpy(dtype=float)
     pos = {run: i for i, run in enumerate(pts["run_id"])}
     active = {pos[k]: r for k, r in known.items() if k in pos and r["status"] != "cleared"}
     cleared = {pos[k] for k, r in known.items() if k in pos and r["status"] == "cleared"}
@@ -178,7 +225,9 @@ def _series_changes(points: pd.DataFrame, prev: pd.DataFrame, *, now: pd.Timesta
         detected = fresh.get(i) or exact.get(i)
         how = ("newest-runs" if fresh[i].provisional else "significance") if i in fresh else evidence.get(i, "tracked")
         status, agree = decided[i]
-        rows.append(_row(pts, i, c, detected.p_value if detected else c.p_value, status, how,
+        # Latency on the same split: for an energy change, whether the speed held.
+        speed = c if pts.at[i, "metric"] == "latency" else measure_at(latency, i, changes=others, params=params)
+        rows.append(_row(pts, i, c, speed, detected.p_value if detected else c.p_value, status, how,
                          (later[0] if later else len(values)) - i, agree, active.get(i), now))
     return _frame(rows)
 
@@ -193,23 +242,25 @@ def _decide(values: np.ndarray, i: int, others: list[int], fresh, prior: dict | 
 
 
 def _next_status(previous: str, agree: bool | None) -> str:
-    if previous in ("acknowledged", "confirmed", "cleared"):
+    if previous in FINAL:
         return previous
     if agree is None:
         return "provisional"
     return "confirmed" if agree else "cleared"
 
 
-def _row(pts: pd.DataFrame, i: int, change, p_value: float, status: str, how: str, runs_after: int,
+def _row(pts: pd.DataFrame, i: int, change, speed, p_value: float, status: str, how: str, runs_after: int,
          agree: bool | None, prior: dict | None, now: pd.Timestamp) -> dict:
     at, good = pts.iloc[i], pts.iloc[i - 1]
     prior = prior or {}
     keep_since = prior.get("status") == status and prior.get("status_since") is not None
     return {
+        **{c: prior.get(c) for c in _KEPT}, "metric": at["metric"], "unit": METRICS[at["metric"]][1],
         "series_key": at["series_key"], **{c: at[c] for c in _DESCRIBE},
         "change_run_id": at["run_id"], "change_dt": at["dt"],
         "last_good_run_id": good["run_id"], "last_good_dt": good["dt"],
-        "before_ns": change.before, "after_ns": change.after, "change_pct": 100.0 * change.rel_change,
+        "before_ns": speed.before if speed else None, "after_ns": speed.after if speed else None,
+        "before_value": change.before, "after_value": change.after, "change_pct": 100.0 * change.rel_change,
         "sigmas": change.sigmas, "p_value": p_value, "q_value": None,
         "direction": prior.get("direction") or change.direction, "status": status, "runs_after": runs_after,
         "confirmed_by_run_id": pts.iloc[i + 1]["run_id"] if agree and status != "provisional" else
@@ -217,8 +268,7 @@ def _row(pts: pd.DataFrame, i: int, change, p_value: float, status: str, how: st
         "detected_by": how,
         "first_seen_at": prior.get("first_seen_at") or now,
         "status_since": prior["status_since"] if keep_since else now,
-        "acknowledged_by": prior.get("acknowledged_by"), "acknowledged_at": prior.get("acknowledged_at"),
-        "note": prior.get("note"), "is_new": not prior,
+        "is_new": not prior,
     }
 
 

@@ -63,6 +63,9 @@ def section(regressions: pd.DataFrame | None, dt: str, run_ids, series: pd.DataF
         return empty(f"perf.regressions holds no change detected on {dt} ({len(regressions)} rows on other "
                      f"nights).", "no-regressions")
     info = series.set_index("series_key") if not series.empty and "series_key" in night else pd.DataFrame()
+    # Energy-per-call changes get a table of their own (their charts would be latency).
+    is_energy = night["metric"].eq("energy").fillna(False) if "metric" in night else pd.Series(False, night.index)
+    energy, night = night[is_energy], night[~is_energy]
     parts = []
     for direction, title in (("regression", "Regressions (slower)"), ("improvement", "Improvements (faster)")):
         rows = night[night["direction"] == direction]
@@ -78,7 +81,32 @@ def section(regressions: pd.DataFrame | None, dt: str, run_ids, series: pd.DataF
     other = night[~night["direction"].isin(["regression", "improvement"])]
     if not other.empty:
         parts.append(f"<h3>Other changes: {len(other)}</h3>" + _table(other, info, "other"))
+    if not energy.empty:
+        parts.append(f"<h3>Energy per call: {len(energy)} change(s)</h3>" + _energy_table(energy, info))
     return "".join(parts)
+
+
+def _energy_table(rows: pd.DataFrame, info: pd.DataFrame) -> str:
+    """Energy-per-call changes, with the latency on the same runs (did the speed hold?)."""
+    cols = ["series", "direction", "status", "energy change %", "before", "after", "latency change %", "change run",
+            "attribution"]
+    body = []
+    for r in rows.itertuples(index=False):
+        before, after = getattr(r, "before_value", None), getattr(r, "after_value", None)
+        lat = (r.after_ns / r.before_ns - 1) * 100 if r.before_ns and r.after_ns else None
+        body.append([esc(_describe(r, info)), esc(r.direction or "–"), tag(str(r.status or "–"), r.direction or ""),
+                     _pct(r.change_pct), _joules(before), _joules(after), _pct(lat), esc(r.change_run_id or "–"),
+                     esc(_attribution(r.attribution))])
+    return table(cols, body, cls="regressions energy", raw=set(cols),
+                 numeric={"energy change %", "before", "after", "latency change %"})
+
+
+def _pct(v) -> str:
+    return "–" if v is None or v != v else f"{v:+.1f} %"
+
+
+def _joules(v) -> str:
+    return "–" if v is None or v != v else f"{v * 1e3:.4g} mJ"
 
 
 def _describe(r, info: pd.DataFrame) -> str:

@@ -1,0 +1,48 @@
+"""Committed shards: which landed shards a mining run may publish.
+
+A shard lands its samples first and its run row last (pipelines/landing.py), and a
+retried shard replaces its files one by one. So a shard is complete when its run file
+has landed and every sample and case result in its files carries that run row's
+attempt. Anything else is a landing in progress, or what a killed worker left
+behind: its rows are withheld from this mining run (not quarantined, since the
+shard's retry replaces them) and published by the run after the shard completes.
+
+Shards are identified by their landing path (dt, pool, run_id=..., shard-<i>), which
+is unique across suites, whereas the `shard` column counts within a suite.
+"""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+SHARD_KEY = ("dt", "pool", "_run_dir", "_shard_file")
+_PATH = r"/run_id=([^/]+)/shard-(\d+)\.parquet$"
+
+
+def with_shard_key(landed: DataFrame) -> DataFrame:
+    """`landed` (read with a `_source` column, see pipelines.mine.read_landed) plus the
+    run directory and shard number of the file each row came from."""
+    src = F.col("_source")
+    return (landed.withColumn("_run_dir", F.regexp_extract(src, _PATH, 1))
+                  .withColumn("_shard_file", F.regexp_extract(src, _PATH, 2).cast("int")))
+
+
+def uncommitted_shards(runs: DataFrame, *parts: DataFrame) -> DataFrame:
+    """SHARD_KEY of every shard whose rows in `parts` (case results, samples) lack a
+    landed run row of the same attempt. All frames carry SHARD_KEY and `attempt`."""
+    key = list(SHARD_KEY)
+    landed = parts[0].select(*key, "attempt")
+    for p in parts[1:]:
+        landed = landed.unionByName(p.select(*key, "attempt"))
+    return (landed.distinct()
+            .join(runs.select(*key, "attempt"), [*key, "attempt"], "left_anti")
+            .select(*key).distinct())
+
+
+def without(df: DataFrame, shards: DataFrame) -> DataFrame:
+    """`df` minus the rows of `shards` (a small frame of SHARD_KEY)."""
+    return df.join(F.broadcast(shards), list(SHARD_KEY), "left_anti")
+
+
+def drop_shard_key(df: DataFrame) -> DataFrame:
+    return df.drop(*SHARD_KEY[2:])
