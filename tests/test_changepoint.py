@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from pipelines.changepoint.compare import compare
-from pipelines.changepoint.detector import (DetectorParams, bh_adjust, confirms, detect, measure_at,
-                                            select_significant)
+from pipelines.changepoint.detector import (DetectorParams, _sigma_floor_scale, bh_adjust, confirms, detect,
+                                            measure_at, select_significant)
 from pipelines.changepoint.metrics import covering, f1_score, precision_recall
 
 
@@ -57,6 +57,43 @@ def test_a_shift_below_the_relative_floor_is_not_reported():
     x[40:] += 0.01
     assert detect(x) == []
     assert len(detect(x, params=DetectorParams(min_rel_change=0.005))) == 1
+
+
+def test_a_long_established_step_under_two_sigma_between_segments_is_found():
+    # 100 runs either side, noise 2 %: a 4 % step. Here its segment medians differ by
+    # 1.86 sigma (under min_sigma 2.0, which the earlier detector required between them),
+    # while the 10 runs either side differ by more than 2 sigma (the drift guard).
+    # Medians of 100 runs are precise, so between them the floor is 1 sigma, not 2.
+    x = _gaussian(200, sigma=0.02)
+    x[100:] += 0.04
+    (c,) = detect(x)
+    assert c.index == 100 and not c.provisional and c.direction == "regression"
+    assert 1.5 < c.sigmas < 2.0
+    assert c.rel_change == pytest.approx(0.04, abs=0.01)
+    assert c.p_value < 1e-3
+
+
+def test_the_noise_units_floor_shrinks_only_for_precise_medians():
+    assert _sigma_floor_scale(10, 4) == pytest.approx(1.0)  # the nightly case min_sigma is set for
+    assert _sigma_floor_scale(3, 3) == pytest.approx(1.0)  # never above 1
+    assert _sigma_floor_scale(20, 20) == pytest.approx(np.sqrt(0.1 / 0.35))
+    assert _sigma_floor_scale(100, 100) == pytest.approx(0.5)  # at most halved
+
+
+def test_a_slow_drift_is_not_cut_into_steps():
+    for seed in range(5):
+        x = np.linspace(1.0, 1.1, 200) + 0.01 * np.random.default_rng(seed).standard_normal(200)
+        assert detect(x) == [], f"seed {seed}"
+
+
+def test_the_autocorrelation_correction_applies_to_the_strongest_splits_too():
+    from pipelines.changepoint.detector import _corrected_p
+
+    # A raw p far below 1e-16 used to overflow to z = inf and skip the correction (p = 0).
+    # At rho 0.8 the variance factor is 9: z = 9.3 (p 1e-20) counts as z = 3.1.
+    corrected = _corrected_p(1e-20, rho=0.8, n_tests=1)
+    assert 1e-3 < corrected < 3e-3
+    assert _corrected_p(1e-20, rho=0.0, n_tests=1) == pytest.approx(1e-20, rel=1e-6)
 
 
 def test_a_step_in_the_last_point_is_provisional():
