@@ -9,31 +9,23 @@ level. Two more cases never change. Every night is landed as the harness lands i
 """
 from __future__ import annotations
 
-import datetime
 import json
 
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from kernels_bench import provenance
 from kernels_bench.case import Case
-from kernels_bench.runner import ShardSpec, run_shard
 from kernels_bench.sim import Injection, _unit
-from kernels_bench.stopping import StoppingRule
-from kernels_bench.suite import PlannedCase, Suite
-from pipelines.landing import land_shard
+
+import sim_history
 
 POOL = "sim-regress"
-SKU = "H100-SXM5-80GB"
 NIGHTS = [f"2033-03-{d:02d}" for d in range(1, 13)]
 CHANGE_NIGHT, BLIP_NIGHT = NIGHTS[8], NIGHTS[11]
 SLOWED = [Case.make("gemm", "matmul", "torch", "bf16", m=s, n=s, k=s) for s in (1024, 2048, 3072, 4096)]
 STEADY = [Case.make("gemm", "matmul", "torch", "fp32", m=1024, n=1024, k=1024),
           Case.make("memory", "copy", "torch", "fp32", numel=1 << 22)]
 BLIP = Case.make("memory", "copy", "torch", "fp32", numel=1 << 20)
-RULE = StoppingRule(min_samples=60, min_time_s=0.0, max_samples=60)
 NIGHTLY_INJECTIONS = (Injection(match={"kernel": "matmul", "dtype": "bf16"}, since=CHANGE_NIGHT, factor=1.10),
                       Injection(match={"kernel": "copy", "numel": 1 << 20}, since=BLIP_NIGHT, factor=1.15))
 
@@ -45,18 +37,10 @@ def run_id(dt: str, suffix: str = "") -> str:
 def land_night(lake, tmp_path, dt: str, *, cases, injections, reason="nightly", suffix="", hour=2) -> str:
     """Measure `cases` on the simulated device for night `dt` and land them, with the
     provenance of that night: torch 2.12.0 before the change night, 2.13.0 from it on."""
-    rid = run_id(dt, suffix)
-    out = tmp_path / rid
-    spec = ShardSpec(run_id=rid, shard=0, num_shards=1, pool=POOL, device=f"sim:{SKU}", dt=dt, reason=reason)
-    paths = run_shard(Suite("regress", tuple(PlannedCase(c) for c in cases), RULE), spec, out,
-                      injections=injections, progress=lambda m: None)
-    (row,) = pq.read_table(paths["runs"]).to_pylist()
-    start = datetime.datetime.fromisoformat(dt).replace(hour=hour, tzinfo=datetime.timezone.utc)
-    row.update(torch_version="2.13.0" if dt >= CHANGE_NIGHT else "2.12.0", harness_commit="0a1b2c3",
-               started_at=start, finished_at=start + datetime.timedelta(minutes=20))
-    row["software_fingerprint"] = provenance.fingerprint(row, provenance.SOFTWARE_KEYS)
-    pq.write_table(pa.Table.from_pylist([row], schema=pq.read_schema(paths["runs"])), paths["runs"])
-    land_shard(out, lake, dt=dt, pool=POOL, run_id=rid, shard=0)
+    rid = sim_history.land_night(lake, tmp_path, dt, POOL, cases, injections, prefix="regress", reason=reason,
+                                 suffix=suffix, hour=hour,
+                                 torch_version="2.13.0" if dt >= CHANGE_NIGHT else "2.12.0")
+    assert rid == run_id(dt, suffix)
     return rid
 
 
@@ -71,28 +55,9 @@ def case_of(spark, case: Case) -> pd.DataFrame:
 
 
 def publish(spark, lake, dates: list[str]) -> None:
-    """Publish the landed nights `dates` in one Spark pass with the mining job's own
-    transformations (clean, flag outliers, aggregate): the background history, without
-    a mine per night (each costs tens of seconds on a loaded 2-core machine)."""
-    from pipelines import catalog
-    from pipelines.mine import hardware_frame, landed_files, read_landed
-    from pipelines.mining.aggregate import case_stats
-    from pipelines.mining.clean import clean_samples, latest_attempt
-    from pipelines.mining.noise import flag_outliers
-    from schemas.spark import ordered_columns
-    from schemas.tables import CASE_RESULTS, CASE_STATS, RUNS, SAMPLES
-
-    def landed(kind, table):
-        return read_landed(spark, [f for dt in dates for f in landed_files(lake, kind, dt, [POOL])], table)
-
-    runs = landed("runs", RUNS).drop("_source")
-    results = latest_attempt(landed("case_results", CASE_RESULTS).drop("_source"))
-    good, _ = clean_samples(landed("samples", SAMPLES))
-    flagged = flag_outliers(latest_attempt(good.drop("_source"))).cache()
-    catalog.write_partitions(spark, lake, runs, RUNS)
-    catalog.write_partitions(spark, lake, flagged.select(*ordered_columns(SAMPLES)), SAMPLES)
-    catalog.write_partitions(spark, lake, case_stats(flagged, results, runs, hardware_frame(spark)), CASE_STATS)
-    flagged.unpersist()
+    """Publish the landed nights `dates` in one Spark pass (tests/sim_history.py): the
+    background history, without a mine per night."""
+    sim_history.publish(spark, lake, dates, POOL)
 
 
 @pytest.fixture(scope="module")
