@@ -6,6 +6,7 @@ job's own transformations, then regression detection runs, as every mine ends.
 from __future__ import annotations
 
 import datetime
+import hashlib
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -38,6 +39,10 @@ def land_night(lake, tmp_path, dt: str, pool: str, cases, injections=(), *, torc
     row.update(torch_version=torch_version, harness_commit="0a1b2c3", started_at=start,
                finished_at=start + datetime.timedelta(minutes=20))
     row["software_fingerprint"] = provenance.fingerprint(row, provenance.SOFTWARE_KEYS)
+    # A series is case x hardware (not pool): the same simulated H100 measured by other
+    # tests of the session, on later dates, would join these histories. Each test pool
+    # stands for hosts of its own.
+    row["hardware_fingerprint"] = hashlib.sha256(f"{row['hardware_fingerprint']}/{pool}".encode()).hexdigest()[:16]
     pq.write_table(pa.Table.from_pylist([row], schema=pq.read_schema(paths["runs"])), paths["runs"])
     land_shard(out, lake, dt=dt, pool=pool, run_id=rid, shard=0)
     return rid
