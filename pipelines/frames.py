@@ -20,7 +20,7 @@ class Frames:
         if engine not in ENGINES:
             raise ValueError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
         self.lake, self.engine, self._spark, self._con = lake, engine, spark, None
-        self._published: dict[str, bool] | None = None
+        self._published: dict[str, list] | None = None
 
     def has(self, table: str) -> bool:
         """Whether `perf.<table>` exists and holds data files (an empty table reads as absent).

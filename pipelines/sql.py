@@ -5,8 +5,10 @@ uses functions both dialects share (see docs/queries.md):
 
 - Spark uses the process's session (`pipelines.spark.get_spark`) and the Hive catalog.
 - DuckDB opens an in-memory database with one view per table found under
-  `<lake>/warehouse/<table>/`, reading its Parquet files with Hive partitioning. The
-  partition columns (`dt`, `pool`, ...) are strings, as they are in Spark.
+  `<lake>/warehouse/<table>/`, over the files Spark would read: the partitions of a
+  partitioned table (Hive layout), the live snapshot of an unpartitioned one
+  (pipelines/snapshots.py), never a write in progress. The partition columns (`dt`,
+  `pool`, ...) are strings, as they are in Spark.
 
 Read-only is enforced twice: `check_read_only` accepts one SELECT, WITH, SHOW, DESCRIBE
 or EXPLAIN statement and rejects any statement separator or write keyword outside
@@ -24,6 +26,7 @@ import json
 import re
 from decimal import Decimal
 
+from pipelines import snapshots
 from pipelines.lake import Lake
 from pipelines.spark import DATABASE
 from schemas.tables import ALL_TABLES, Table
@@ -191,16 +194,22 @@ def _refuse_if_server_holds_metastore(lake: Lake) -> None:
 
 # --- DuckDB -------------------------------------------------------------------------
 
-def published_tables(lake: Lake) -> dict[str, bool]:
-    """Table name -> whether it has Parquet files, for every table directory in the
-    warehouse that holds files or is a known perflake table."""
+def published_tables(lake: Lake) -> dict[str, list]:
+    """Table name -> the Parquet files a reader sees now (see `table_files`), for every
+    table directory in the warehouse that holds files or is a known perflake table."""
     found = {}
     if lake.warehouse.is_dir():
         for d in sorted(p for p in lake.warehouse.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
-            has_files = any(d.rglob("*.parquet"))
-            if has_files or d.name in ALL_TABLES:
-                found[d.name] = has_files
+            files = table_files(d)
+            if files or d.name in ALL_TABLES:
+                found[d.name] = files
     return found
+
+
+def table_files(table_dir) -> list:
+    """What Spark reads of a table: the live snapshot of an unpartitioned table, or the
+    partition directories, skipping hidden and work files (pipelines/snapshots.py)."""
+    return snapshots.visible_files(snapshots.live_dir(table_dir))
 
 
 def duckdb_connection(lake: Lake):
@@ -211,12 +220,13 @@ def duckdb_connection(lake: Lake):
     con = duckdb.connect(":memory:")
     con.execute("SET TimeZone = 'UTC'")
     con.execute(f"CREATE SCHEMA {DATABASE}")
-    for name, has_files in published_tables(lake).items():
-        if has_files:
-            glob = _sql_string(str(lake.table_path(name) / "**" / "*.parquet"))
+    for name, files in published_tables(lake).items():
+        if files:
+            listed = "[" + ", ".join(_sql_string(str(f)) for f in files) + "]"
+            hive = snapshots.current(lake.table_path(name)) is None  # a snapshot has no partitions
             # Partition values stay strings (no autocast), as Spark declares them.
-            source = (f"read_parquet({glob}, hive_partitioning = true, hive_types_autocast = false, "
-                      f"union_by_name = true)")
+            source = (f"read_parquet({listed}, hive_partitioning = {str(hive).lower()}, "
+                      f"hive_types_autocast = false, union_by_name = true)")
         else:
             source = _empty_relation(ALL_TABLES[name])
         con.execute(f'CREATE VIEW {DATABASE}."{name}" AS SELECT * FROM {source}')
