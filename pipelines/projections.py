@@ -343,6 +343,34 @@ def project_job(lake, target: str, *, source: str | None = None, device_kind: st
     return scored, error_summary(scored)
 
 
+def rescore_measured(lake, dt: str, pools=None, *, spark=None) -> list[dict]:
+    """After a night is mined: every earlier projection onto hardware that this night
+    measured is scored against the newest measurements (the projections themselves stay
+    as they were made). One summary per (target, calibration hardware, device kind):
+    cases projected and measured, median absolute error in percent."""
+    from pipelines.frames import Frames, sql_list
+    from pipelines.progress import Progress
+
+    with Frames(lake) as frames:
+        if not frames.has("projections") or not frames.has("case_stats"):
+            return []
+        where = f"dt = '{dt}' AND status = 'ok'" + (f" AND pool IN {sql_list(pools)}" if pools else "")
+        pairs = frames.sql(f"SELECT DISTINCT p.target_sku, p.source_sku, p.device_kind FROM perf.projections p "
+                           f"JOIN (SELECT DISTINCT gpu_sku, device_kind FROM perf.case_stats WHERE {where}) m "
+                           f"ON p.target_sku = m.gpu_sku AND p.device_kind = m.device_kind "
+                           f"ORDER BY 1, 2, 3")
+    out = []
+    for target, source, kind in pairs.itertuples(index=False):
+        _, summary = project_job(lake, target, source=source, device_kind=kind, spark=spark,
+                                 progress=Progress(5, f"rescore {target}", quiet=True))
+        every = summary[summary["family"] == "all"].iloc[0]
+        out.append({"target_sku": target, "source_sku": source, "device_kind": kind,
+                    "projected": int(every["projected"]), "measured": int(every["measured"]),
+                    "median_abs_error_pct": None if math.isnan(every["median_abs_error_pct"])
+                    else round(float(every["median_abs_error_pct"]), 2)})
+    return out
+
+
 def _all_cases(frames, src: pd.DataFrame) -> pd.DataFrame:
     """Every published case (with its shape), the source's medians attached."""
     from pipelines.frames import shape_label

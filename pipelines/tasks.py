@@ -180,9 +180,12 @@ def dates_to_mine(logical_date, triggering_events) -> list[dict]:
 
 
 def mine(dt: str, pools: list[str] | None) -> dict:
-    """Mine one date, then rewrite its nightly report from everything published for it;
-    a date with nothing landed (a quiet day) is not an error."""
+    """Mine one date, score earlier projections onto the hardware it measured (a new
+    GPU's backfill landing says how far off they were), then rewrite the date's nightly
+    report from everything published for it; a date with nothing landed (a quiet day)
+    is not an error."""
     from pipelines.mine import landed_files, mine as mine_date
+    from pipelines.projections import rescore_measured
     from pipelines.quality import DataQualityError
     from pipelines.report.nightly import build_nightly
     from pipelines.spark import get_spark
@@ -191,7 +194,9 @@ def mine(dt: str, pools: list[str] | None) -> dict:
     if not landed_files(lake, "runs", dt, pools):
         return {"dt": dt, "pools": pools, "status": "nothing landed"}
     try:
-        summary = mine_date(get_spark(lake), lake, dt, pools).__dict__
+        spark = get_spark(lake)
+        summary = mine_date(spark, lake, dt, pools).__dict__
+        summary["projections_scored"] = rescore_measured(lake, dt, pools, spark=spark)
         summary["report"] = str(build_nightly(lake, dt))
         return summary
     except DataQualityError as e:

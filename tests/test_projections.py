@@ -156,3 +156,39 @@ def test_catalog_gpus_without_measurements_are_the_default_targets(night, lake):
     with Frames(lake) as frames:
         targets = unmeasured_skus(frames)
     assert "B200-SXM-180GB" in targets and H100 not in targets and H200 not in targets
+
+
+def test_mining_a_night_on_projected_hardware_scores_the_projections_made_before(night, spark, lake, tmp_path):
+    """The nightly mine task (pipelines.tasks.mine) scores projections by itself when the
+    projected GPU's first measurements land, as a new SKU's backfill would."""
+    from kernels_bench.runner import ShardSpec, run_shard
+    from kernels_bench.suite import load_suite
+    from pipelines import tasks
+    from pipelines.landing import land_shard
+    from pipelines.progress import Progress
+    from pipelines.projections import project_job
+    from report_data import SUITE
+
+    target, pool, dt = "L40S", "sim-l40s-rescore", "2035-03-09"
+    before, _ = project_job(lake, target, source=H100, device_kind="simulated", source_dates=[DT],
+                            source_pools=["sim-h100"], spark=spark, progress=Progress(5, quiet=True))
+    assert before["measured_ns"].isna().all()  # nothing measured on the target yet
+
+    spec = ShardSpec(run_id=f"rescore-{dt}", shard=0, num_shards=1, pool=pool, device=f"sim:{target}", dt=dt,
+                     reason="backfill", seed=0)
+    run_shard(load_suite(SUITE), spec, tmp_path / "l40s", progress=lambda *_: None)
+    land_shard(tmp_path / "l40s", lake, dt=dt, pool=pool, run_id=spec.run_id, shard=0)
+    out = tasks.mine(dt, [pool])
+
+    ok = spark.sql(f"SELECT count(DISTINCT case_id) FROM perf.case_stats WHERE dt = '{dt}' AND pool = '{pool}' "
+                   f"AND status = 'ok'").collect()[0][0]
+    (scored,) = out["projections_scored"]
+    assert (scored["target_sku"], scored["source_sku"], scored["device_kind"]) == (target, H100, "simulated")
+    assert scored["projected"] == len(before) and scored["measured"] == ok > 0
+    assert 0 <= scored["median_abs_error_pct"] < 100
+    rows = spark.sql(f"SELECT measured_dt, measured_run_id, projected_at FROM perf.projections "
+                     f"WHERE target_sku = '{target}' AND measured_ns IS NOT NULL").collect()
+    assert len(rows) == ok and {(r.measured_dt, r.measured_run_id) for r in rows} == {(dt, spec.run_id)}
+    made = pd.Timestamp(before["projected_at"].iloc[0]).to_pydatetime().replace(tzinfo=None)
+    assert {r.projected_at.replace(tzinfo=None) for r in rows} == {made}  # scored, not re-projected
+    print(f"\nsim H100 -> sim L40S, scored by the mine task: {scored}")
