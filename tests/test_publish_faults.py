@@ -27,8 +27,9 @@ from schemas.tables import REGRESSIONS, Column, Table
 
 REPO = Path(__file__).resolve().parent.parent
 
-# A publisher: prints how many rows Spark reads in perf.regressions, replaces the table
-# with N rows, and prints the count again. Every column is filled so that big tables are
+# A publisher: prints how many rows Spark reads in the table, replaces it with N rows
+# (perf.regressions, unpartitioned, as a whole; perf.case_stats, partitioned, in one
+# partition), and prints the count again. Every column is filled so that big tables are
 # big on disk.
 PUBLISHER = """
 import sys
@@ -37,67 +38,71 @@ from pipelines import catalog
 from pipelines.lake import Lake
 from pipelines.spark import get_spark
 from schemas.spark import spark_schema
-from schemas.tables import REGRESSIONS
+from schemas.tables import ALL_TABLES
 from pathlib import Path
-root, n = Path(sys.argv[1]), int(sys.argv[2])
+root, n, table = Path(sys.argv[1]), int(sys.argv[2]), ALL_TABLES[sys.argv[3]]
 spark = get_spark(Lake(root), app="publisher")
 def count():
-    exists = spark.catalog.tableExists("perf.regressions")
-    print("COUNT", spark.table("perf.regressions").count() if exists else 0, flush=True)
+    exists = spark.catalog.tableExists(f"perf.{table.name}")
+    print("COUNT", spark.table(f"perf.{table.name}").count() if exists else 0, flush=True)
 count()
 i = F.col("id")
+PARTITION = {"dt": "2030-01-01", "pool": "p"}
 def fill(f):
     t = f.dataType
+    if f.name in ("dt", "pool"): return F.lit(PARTITION[f.name])
     if isinstance(t, T.StringType): return F.concat(F.lit(f.name + "-"), i.cast("string"))
     if isinstance(t, T.BooleanType): return i % 2 == 0
     if isinstance(t, T.TimestampType): return F.timestamp_seconds(i)
     if isinstance(t, T.MapType): return F.create_map(F.lit("k"), i.cast("string"))
     if isinstance(t, T.ArrayType): return F.array(i.cast("string"))
     return i.cast(t)
-rows = spark.range(n, numPartitions=4)
-catalog.overwrite(spark, Lake(root), rows.select(*[fill(f).alias(f.name) for f in spark_schema(REGRESSIONS)]),
-                  REGRESSIONS)
+rows = spark.range(n, numPartitions=4).select(*[fill(f).alias(f.name) for f in spark_schema(table)])
+write = catalog.write_partitions if table.partition_by else catalog.overwrite
+write(spark, Lake(root), rows, table)
 count()
 """
 
 
-def publisher(root: Path, n: int) -> subprocess.Popen:
+def publisher(root: Path, n: int, table: str) -> subprocess.Popen:
     # Its own session (process group), so that SIGKILL to the group takes its JVM too.
-    return subprocess.Popen([sys.executable, "-c", PUBLISHER, str(root), str(n)], cwd=root.parent,
+    return subprocess.Popen([sys.executable, "-c", PUBLISHER, str(root), str(n), table], cwd=root.parent,
                             env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def publish(root: Path, n: int) -> tuple[int, int]:
+def publish(root: Path, n: int, table: str) -> tuple[int, int]:
     """Run a publisher to the end: what Spark read before and after it published."""
-    out, err = publisher(root, n).communicate(timeout=300)
+    out, err = publisher(root, n, table).communicate(timeout=300)
     counts = [int(line.split()[1]) for line in out.splitlines() if line.startswith("COUNT")]
     assert len(counts) == 2, err[-3000:]
     return counts[0], counts[1]
 
 
-def duckdb_count(lake: Lake) -> int:
-    return run_query("SELECT count(*) FROM perf.regressions", "duckdb", lake)[1][0][0]
+def duckdb_count(lake: Lake, table: str) -> int:
+    return run_query(f"SELECT count(*) FROM perf.{table}", "duckdb", lake)[1][0][0]
 
 
 def writing(table_dir: Path) -> Path | None:
-    """A snapshot directory that is not live and whose tasks are writing files."""
+    """Where a publish is writing files: a snapshot directory that is not live, or
+    Spark's staging directory of a dynamic partition overwrite."""
     live = snapshots.current(table_dir)
-    for d in table_dir.glob(f"{snapshots.PREFIX}*"):
-        if d != live and (d / "_temporary").is_dir() and any(p.is_file() for p in (d / "_temporary").rglob("*")):
+    for d in [*table_dir.glob(f"{snapshots.PREFIX}*"), *table_dir.glob(".spark-staging-*")]:
+        if d != live and any(p.is_file() for p in d.rglob("*")):
             return d
     return None
 
 
 @pytest.mark.slow
-def test_a_publisher_killed_mid_write_leaves_the_previous_version_and_the_rerun_completes(tmp_path):
+@pytest.mark.parametrize("table", ["regressions", "case_stats"])
+def test_a_publisher_killed_mid_write_leaves_the_previous_version_and_the_rerun_completes(tmp_path, table):
     lake = Lake(tmp_path / "lake")
-    table_dir = lake.table_path("regressions")
-    assert publish(lake.root, 1_000) == (0, 1_000)
+    table_dir = lake.table_path(table)
+    assert publish(lake.root, 1_000, table) == (0, 1_000)
     first = snapshots.current(table_dir)
-    assert duckdb_count(lake) == 1_000
+    assert duckdb_count(lake, table) == 1_000
 
-    proc = publisher(lake.root, 20_000_000)
+    proc = publisher(lake.root, 20_000_000, table)
     deadline = time.monotonic() + 240
     while (half := writing(table_dir)) is None:
         assert proc.poll() is None, f"the publisher ended before it was caught writing: {proc.communicate()}"
@@ -106,15 +111,16 @@ def test_a_publisher_killed_mid_write_leaves_the_previous_version_and_the_rerun_
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
-    assert any(p.is_file() for p in (half / "_temporary").rglob("*")), "killed before anything was written"
+    assert any(p.is_file() for p in half.rglob("*")), "killed before anything was written"
 
-    # Both engines read the first version whole; the half-written snapshot is not live.
+    # Both engines read the first version whole; the half-written files are not visible.
     assert snapshots.current(table_dir) == first
-    assert duckdb_count(lake) == 1_000
-    assert publish(lake.root, 2_000) == (1_000, 2_000)  # the re-run; Spark first read the first version
-    assert duckdb_count(lake) == 2_000
-    assert not half.exists(), "the dead publisher's half-written snapshot was not cleared"
-    assert first.exists()  # kept a while for readers still scanning it
+    assert duckdb_count(lake, table) == 1_000
+    assert publish(lake.root, 2_000, table) == (1_000, 2_000)  # the re-run; Spark first read the first version
+    assert duckdb_count(lake, table) == 2_000
+    if half.name.startswith(snapshots.PREFIX):
+        assert not half.exists(), "the dead publisher's half-written snapshot was not cleared"
+        assert first.exists()  # kept a while for readers still scanning it
 
 
 # --------------------------------------------------------------------------- in the shared session
