@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from pipelines.changepoint.compare import compare
-from pipelines.changepoint.detector import (DetectorParams, bh_adjust, confirms, detect,
+from pipelines.changepoint.detector import (DetectorParams, _sigma_floor_scale, bh_adjust, confirms, detect,
                                             measure_at, select_significant)
 from pipelines.changepoint.metrics import covering, f1_score, precision_recall
 
@@ -57,6 +57,27 @@ def test_a_shift_below_the_relative_floor_is_not_reported():
     x[40:] += 0.01
     assert detect(x) == []
     assert len(detect(x, params=DetectorParams(min_rel_change=0.005))) == 1
+
+
+def test_a_long_established_step_under_two_sigma_between_segments_is_found():
+    # 100 runs either side, noise 2 %: a 4 % step. Here its segment medians differ by
+    # 1.86 sigma (under min_sigma 2.0, which the earlier detector required between them),
+    # while the 10 runs either side differ by more than 2 sigma (the drift guard).
+    # Medians of 100 runs are precise, so between them the floor is 1 sigma, not 2.
+    x = _gaussian(200, sigma=0.02)
+    x[100:] += 0.04
+    (c,) = detect(x)
+    assert c.index == 100 and not c.provisional and c.direction == "regression"
+    assert 1.5 < c.sigmas < 2.0
+    assert c.rel_change == pytest.approx(0.04, abs=0.01)
+    assert c.p_value < 1e-3
+
+
+def test_the_noise_units_floor_shrinks_only_for_precise_medians():
+    assert _sigma_floor_scale(10, 4) == pytest.approx(1.0)  # the nightly case min_sigma is set for
+    assert _sigma_floor_scale(3, 3) == pytest.approx(1.0)  # never above 1
+    assert _sigma_floor_scale(20, 20) == pytest.approx(np.sqrt(0.1 / 0.35))
+    assert _sigma_floor_scale(100, 100) == pytest.approx(0.5)  # at most halved
 
 
 def test_a_slow_drift_is_not_cut_into_steps():

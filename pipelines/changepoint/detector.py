@@ -10,10 +10,13 @@ How it decides, in three stages:
    standardised Mann-Whitney statistic is a candidate; its p-value is corrected for lag-1
    autocorrelation (long-run variance factor (1+rho)/(1-rho)) and for having searched all
    split positions (Bonferroni). Ranks make the search blind to outlier size and tails.
-2. Prune: a change stays only if, between the medians of its two neighbouring segments,
-   it is still significant and its shift clears both effect-size floors (relative and in
-   robust noise units). The weakest failing change goes first, then its neighbours are
-   re-measured (their segments grew), until every change passes.
+2. Prune: a change stays only if, between its two neighbouring segments, it is still
+   significant and its shift clears both effect-size floors (relative and in robust
+   noise units), measured between the segment medians and between the medians of the
+   10 runs either side (the drift guard). Between long segments, whose medians are
+   precise, the noise-units floor shrinks (to half at most); the drift guard and the
+   relative floor do not. The weakest failing change goes first, then its neighbours
+   are re-measured (their segments grew), until every change passes.
 3. Newest runs: the nightly question "did the last m runs (m <= 5) leave the recent
    level?" is asked with the position fixed in advance, so it needs no whole-series
    search correction. A change within the last `confirm_points` runs is reported as
@@ -55,6 +58,8 @@ LONE_RUN_FACTOR = 2.0
 # The newest-runs test looks at the last 1..TAIL_MAX runs (a new level seen for up to
 # 5 nights; past that, the whole-series search has the power to find it).
 TAIL_MAX = 5
+# The noise-units floor (min_sigma) is set for a new level seen for this many runs.
+TAIL_REF_RUNS = 4
 
 Direction = Literal["regression", "improvement"]
 
@@ -68,10 +73,13 @@ class DetectorParams:
         catch 3 % steps: a 4-run median misses its level by ~0.6 noise widths, so the
         floor sits about one estimation error below the promise.
     min_sigma: smallest shift in robust noise units (1.4826 x MAD of the residuals from
-        the segment medians). 2.0 rather than 3 for the same reason: a promised 3-sigma
-        step measured from 4 runs clears a 3-sigma floor only half the time (measured:
-        2.5 gave 77-86 % recall by the 4th run, 2.0 gave 85-93 %). False alarms are held
-        down by alpha, which already accounts for autocorrelation and the search.
+        the segment medians), across the change (10 runs either side) and among the
+        newest runs; between the medians of long segments it shrinks with their standard
+        error, to min_sigma / 2 at most. 2.0 rather than 3 for the same reason: a
+        promised 3-sigma step measured from 4 runs clears a 3-sigma floor only half the
+        time (measured: 2.5 gave 77-86 % recall by the 4th run, 2.0 gave 85-93 %). False
+        alarms are held down by alpha, which already accounts for autocorrelation and
+        the search.
     alpha: largest p-value (autocorrelation- and search-corrected) of a kept change.
     min_segment: fewest runs in a confirmed segment; shorter bursts are not a level.
     confirm_points: a change starting within the last this-many runs is provisional.
@@ -271,17 +279,31 @@ def _floor_ratio(left: np.ndarray, right: np.ndarray, sigma: float, params: Dete
     """How far the shift clears the stricter of the two floors (>= 1 passes).
 
     The shift is measured twice, between the two segments' medians and between the
-    medians of the LOCAL_RUNS runs either side of the change, and the smaller counts:
-    a level change happens at its index, whereas a slow drift cut into pieces shows a
-    large shift between segments but a small one across each cut.
+    medians of the LOCAL_RUNS runs either side of the change, and the smaller ratio
+    counts: a level change happens at its index, whereas a slow drift cut into pieces
+    shows a large shift between segments but a small one across each cut (the drift
+    guard). The drift guard is held to the full floors. Between the segment medians the
+    floor in noise units shrinks as those medians grow precise (`_sigma_floor_scale`, at
+    most to min_sigma / 2): a step seen for 100 runs either side is measured far more
+    exactly than one seen for 4. The relative floor never shrinks.
     """
     before = float(np.median(left))
-    shift = min(abs(float(np.median(right)) - before),
-                abs(float(np.median(right[:LOCAL_RUNS])) - float(np.median(left[-LOCAL_RUNS:]))))
-    if shift == 0.0:
-        return 0.0
-    floors = (params.min_rel_change * abs(before), params.min_sigma * sigma)
-    return float(min(shift / f if f > 0 else np.inf for f in floors))
+    pairs = ((left, right, _sigma_floor_scale(len(left), len(right))),
+             (left[-LOCAL_RUNS:], right[:LOCAL_RUNS], 1.0))
+    ratios = []
+    for a, b, scale in pairs:
+        shift = abs(float(np.median(b)) - float(np.median(a)))
+        floors = (params.min_rel_change * abs(before), params.min_sigma * sigma * scale)
+        ratios.append(min(shift / f if f > 0 else np.inf for f in floors) if shift > 0 else 0.0)
+    return float(min(ratios))
+
+
+def _sigma_floor_scale(n_before: int, n_after: int) -> float:
+    """Scale of the noise-units floor between medians of n_before and n_after runs: the
+    standard error of their difference relative to the nightly case min_sigma is set
+    for (TAIL_REF_RUNS new runs against LOCAL_RUNS before), clipped to [0.5, 1]."""
+    ref = 1.0 / TAIL_REF_RUNS + 1.0 / LOCAL_RUNS
+    return float(np.clip(np.sqrt((1.0 / n_before + 1.0 / n_after) / ref), 0.5, 1.0))
 
 
 def _prune(x: np.ndarray, cps: list[int], sigma: float, params: DetectorParams) -> list[int]:
