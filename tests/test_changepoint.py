@@ -80,6 +80,31 @@ def test_the_noise_units_floor_shrinks_only_for_precise_medians():
     assert _sigma_floor_scale(100, 100) == pytest.approx(0.5)  # at most halved
 
 
+def test_a_history_with_several_steps_is_cut_at_each_of_them():
+    # Six levels of 50 runs, 5 noise widths apart. Correcting each search split for the
+    # autocorrelation seen around it (the other steps' residuals) once found none of them.
+    for seed in range(5):
+        x = 100 + np.repeat([0, 5, 10, 5, 0, 5], 50) + np.random.default_rng(seed).standard_normal(300)
+        found = [c.index for c in detect(x)]
+        assert len(found) == 5 and all(abs(i - t) <= 3 for i, t in zip(found, (50, 100, 150, 200, 250))), found
+
+
+def test_noise_autocorrelation_is_measured_about_the_levels():
+    from pipelines.changepoint.detector import _noise_rho
+
+    rng = np.random.default_rng(3)
+    white = rng.standard_normal(2000)
+    ar = np.empty(2000)
+    ar[0] = white[0]
+    for t in range(1, 2000):
+        ar[t] = 0.5 * ar[t - 1] + np.sqrt(0.75) * white[t]
+    steps = white + np.repeat([0.0, 5.0, 0.0, 5.0], 500)
+    assert _noise_rho(white, []) < 0.05
+    assert 0.4 < _noise_rho(ar, []) < 0.6  # rank lag-1 correlation of AR(1) 0.5: 0.48
+    assert _noise_rho(steps, [500, 1000, 1500]) < 0.05  # about the levels: white
+    assert _noise_rho(steps, []) > 0.7  # the steps read as autocorrelation if not cut
+
+
 def test_a_slow_drift_is_not_cut_into_steps():
     for seed in range(5):
         x = np.linspace(1.0, 1.1, 200) + 0.01 * np.random.default_rng(seed).standard_normal(200)
