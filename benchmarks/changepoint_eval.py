@@ -26,12 +26,18 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from pipelines.changepoint import covering, detect, f1_score
+# Run as a script, this file would import `pipelines` through the virtualenv's editable
+# install, i.e. from whichever checkout that install points at (in a git worktree: the
+# main checkout, not the code under test). Put this checkout first.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipelines.changepoint import covering, detect, f1_score  # noqa: E402
 
 TCPD_DIR = Path("/work/shared/eval/tcpd")
 OTAVA_PYTHON = Path("/tmp/otava-venv/bin/python")
@@ -208,6 +214,7 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.perf_counter()
 
+    print(f"detector under test: {detect.__code__.co_filename}")
     tcpd = evaluate_tcpd()
     print(f"TCPD: {tcpd['n_series']} annotated series (margin 5)")
     print(f"{'method':32s} {'F1':>6s} {'cover':>6s}")

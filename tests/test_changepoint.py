@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from pipelines.changepoint.compare import compare
-from pipelines.changepoint.detector import (DetectorParams, bh_adjust, confirms, detect,
+from pipelines.changepoint.detector import (DetectorParams, _sigma_floor_scale, bh_adjust, confirms, detect,
                                             measure_at, select_significant)
 from pipelines.changepoint.metrics import covering, f1_score, precision_recall
 
@@ -57,6 +57,52 @@ def test_a_shift_below_the_relative_floor_is_not_reported():
     x[40:] += 0.01
     assert detect(x) == []
     assert len(detect(x, params=DetectorParams(min_rel_change=0.005))) == 1
+
+
+def test_a_long_established_step_under_two_sigma_between_segments_is_found():
+    # 100 runs either side, noise 2 %: a 4 % step. Here its segment medians differ by
+    # 1.86 sigma (under min_sigma 2.0, which the earlier detector required between them),
+    # while the 10 runs either side differ by more than 2 sigma (the drift guard).
+    # Medians of 100 runs are precise, so between them the floor is 1 sigma, not 2.
+    x = _gaussian(200, sigma=0.02)
+    x[100:] += 0.04
+    (c,) = detect(x)
+    assert c.index == 100 and not c.provisional and c.direction == "regression"
+    assert 1.5 < c.sigmas < 2.0
+    assert c.rel_change == pytest.approx(0.04, abs=0.01)
+    assert c.p_value < 1e-3
+
+
+def test_the_noise_units_floor_shrinks_only_for_precise_medians():
+    assert _sigma_floor_scale(10, 4) == pytest.approx(1.0)  # the nightly case min_sigma is set for
+    assert _sigma_floor_scale(3, 3) == pytest.approx(1.0)  # never above 1
+    assert _sigma_floor_scale(20, 20) == pytest.approx(np.sqrt(0.1 / 0.35))
+    assert _sigma_floor_scale(100, 100) == pytest.approx(0.5)  # at most halved
+
+
+def test_a_history_with_several_steps_is_cut_at_each_of_them():
+    # Six levels of 50 runs, 5 noise widths apart. Correcting each search split for the
+    # autocorrelation seen around it (the other steps' residuals) once found none of them.
+    for seed in range(5):
+        x = 100 + np.repeat([0, 5, 10, 5, 0, 5], 50) + np.random.default_rng(seed).standard_normal(300)
+        found = [c.index for c in detect(x)]
+        assert len(found) == 5 and all(abs(i - t) <= 3 for i, t in zip(found, (50, 100, 150, 200, 250))), found
+
+
+def test_noise_autocorrelation_is_measured_about_the_levels():
+    from pipelines.changepoint.detector import _noise_rho
+
+    rng = np.random.default_rng(3)
+    white = rng.standard_normal(2000)
+    ar = np.empty(2000)
+    ar[0] = white[0]
+    for t in range(1, 2000):
+        ar[t] = 0.5 * ar[t - 1] + np.sqrt(0.75) * white[t]
+    steps = white + np.repeat([0.0, 5.0, 0.0, 5.0], 500)
+    assert _noise_rho(white, []) < 0.05
+    assert 0.4 < _noise_rho(ar, []) < 0.6  # rank lag-1 correlation of AR(1) 0.5: 0.48
+    assert _noise_rho(steps, [500, 1000, 1500]) < 0.05  # about the levels: white
+    assert _noise_rho(steps, []) > 0.7  # the steps read as autocorrelation if not cut
 
 
 def test_a_slow_drift_is_not_cut_into_steps():

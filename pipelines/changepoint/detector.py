@@ -5,16 +5,28 @@ sure are we?" for one univariate history. It is built for perf data: heavy tails
 clock modes, single bad nights and night-to-night autocorrelation must not raise alarms;
 a step that matters (a few percent, a few noise widths) must.
 
-How it decides, in three stages:
+How it decides, in four stages:
 1. Search: binary segmentation on ranks. In each segment the split with the largest
-   standardised Mann-Whitney statistic is a candidate; its p-value is corrected for lag-1
-   autocorrelation (long-run variance factor (1+rho)/(1-rho)) and for having searched all
-   split positions (Bonferroni). Ranks make the search blind to outlier size and tails.
-2. Prune: a change stays only if, between the medians of its two neighbouring segments,
-   it is still significant and its shift clears both effect-size floors (relative and in
-   robust noise units). The weakest failing change goes first, then its neighbours are
-   re-measured (their segments grew), until every change passes.
-3. Newest runs: the nightly question "did the last m runs (m <= 5) leave the recent
+   standardised Mann-Whitney statistic is a candidate while it is significant after
+   correcting for having searched all split positions (Bonferroni). Ranks make the
+   search blind to outlier size and tails. Autocorrelation is not corrected for here:
+   it is a property of the noise, and is measured once the level changes are known.
+2. Noise: the robust scale (1.4826 x MAD) and the lag-1 autocorrelation of the ranks,
+   both from the residuals of the candidate segmentation, for the whole series (and
+   again after pruning, see stage 3).
+3. Prune: a change stays only if, between its two neighbouring segments, it is still
+   significant (p corrected for the autocorrelation, long-run variance factor
+   (1+rho)/(1-rho), and for the positions) and its shift clears both effect-size floors
+   (relative and in robust noise units), measured between the segment medians and
+   between the medians of the 10 runs either side (the drift guard). Between long
+   segments, whose medians are precise, the noise-units floor shrinks (to half at most);
+   the drift guard and the relative floor do not. The weakest failing change goes
+   first, then its neighbours are re-measured (their segments grew), until every change
+   passes. If the segmentation that survives shows more noise or autocorrelation than
+   the candidates did (a pruned candidate had absorbed a slow wander), pruning starts
+   over from the candidates with those estimates; the newest-runs test (stage 4) and
+   the reported sigmas use the final ones.
+4. Newest runs: the nightly question "did the last m runs (m <= 5) leave the recent
    level?" is asked with the position fixed in advance, so it needs no whole-series
    search correction. A change within the last `confirm_points` runs is reported as
    provisional when each of its runs clears the floors (so that the case is rerun and
@@ -55,6 +67,11 @@ LONE_RUN_FACTOR = 2.0
 # The newest-runs test looks at the last 1..TAIL_MAX runs (a new level seen for up to
 # 5 nights; past that, the whole-series search has the power to find it).
 TAIL_MAX = 5
+# Pruning starts over at most this many times with the noise re-measured on the
+# changes that survived (see _prune).
+REFITS = 3
+# The noise-units floor (min_sigma) is set for a new level seen for this many runs.
+TAIL_REF_RUNS = 4
 
 Direction = Literal["regression", "improvement"]
 
@@ -68,10 +85,13 @@ class DetectorParams:
         catch 3 % steps: a 4-run median misses its level by ~0.6 noise widths, so the
         floor sits about one estimation error below the promise.
     min_sigma: smallest shift in robust noise units (1.4826 x MAD of the residuals from
-        the segment medians). 2.0 rather than 3 for the same reason: a promised 3-sigma
-        step measured from 4 runs clears a 3-sigma floor only half the time (measured:
-        2.5 gave 77-86 % recall by the 4th run, 2.0 gave 85-93 %). False alarms are held
-        down by alpha, which already accounts for autocorrelation and the search.
+        the segment medians), across the change (10 runs either side) and among the
+        newest runs; between the medians of long segments it shrinks with their standard
+        error, to min_sigma / 2 at most. 2.0 rather than 3 for the same reason: a
+        promised 3-sigma step measured from 4 runs clears a 3-sigma floor only half the
+        time (measured: 2.5 gave 77-86 % recall by the 4th run, 2.0 gave 85-93 %). False
+        alarms are held down by alpha, which already accounts for autocorrelation and
+        the search.
     alpha: largest p-value (autocorrelation- and search-corrected) of a kept change.
     min_segment: fewest runs in a confirmed segment; shorter bursts are not a level.
     confirm_points: a change starting within the last this-many runs is provisional.
@@ -131,15 +151,14 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
     n = len(x)
     if n < params.min_segment + 1:
         return []
-    cps = _search(x, params)
-    sigma = _noise_sigma(x, cps)
-    cps = _prune(x, cps, sigma, params)
+    candidates = _search(x, params)
+    cps, sigma, rho = _prune(x, candidates, params)
     bounds = [0, *cps, n]
     changes = []
     for i, cp in enumerate(cps):
         left, right = x[bounds[i]:cp], x[cp:bounds[i + 2]]
         changes.append(_describe(int(kept[cp]), float(np.median(left)), right, sigma,
-                                 _fixed_split_pvalue(left, right), cp >= n - params.confirm_points, params))
+                                 _fixed_split_pvalue(left, right, rho), cp >= n - params.confirm_points, params))
     tail = _tail_change(x, cps, sigma, params)
     if tail is not None:
         cp, p, level = tail
@@ -212,21 +231,28 @@ def _split_raw_p(seg: np.ndarray, k: int, z: float) -> float:
 
 
 def _best_split(seg: np.ndarray, min_segment: int) -> tuple[int, float] | None:
-    """The most significant split of seg (index into seg, corrected p), or None."""
+    """The most significant split of seg (index into seg, p corrected for the search
+    over positions but not for autocorrelation), or None.
+
+    Not for autocorrelation, because estimated here, from one split of a segment that
+    may hold several changes, it mostly measures those other changes: their residuals
+    stay on one side for long stretches. Corrected that way, a series with many steps
+    (TCPD's well_log) was never split below its first level."""
     n = len(seg)
     if n < 2 * min_segment:
         return None
     ks = np.arange(min_segment, n - min_segment + 1)
-    z, r = _split_z(seg, ks)
+    z, _ = _split_z(seg, ks)
     i = int(np.argmax(np.abs(z)))
     if z[i] == 0.0:
         return None
     k = int(ks[i])
-    return k, _corrected_p(_split_raw_p(seg, k, float(z[i])), _rho(r, k), len(ks))
+    return k, _corrected_p(_split_raw_p(seg, k, float(z[i])), 0.0, len(ks))
 
 
 def _search(x: np.ndarray, params: DetectorParams) -> list[int]:
-    """Binary segmentation by significance alone; the floors are applied in _prune."""
+    """Candidate changes: binary segmentation by significance alone (autocorrelation,
+    the floors and the final alpha are applied in _prune)."""
     cps: list[int] = []
     stack = [(0, len(x))]
     while stack:
@@ -257,35 +283,87 @@ def _noise_sigma(x: np.ndarray, cps: list[int]) -> float:
     return sigma
 
 
-def _fixed_split_pvalue(left: np.ndarray, right: np.ndarray) -> float:
+def _noise_rho(x: np.ndarray, cps: list[int]) -> float:
+    """Lag-1 autocorrelation of the noise: of each segment's ranks about their mean,
+    pooled over the segments (pairs across a change left out), clipped to [0, MAX_RHO].
+    Ranks, as in the tests, so that one wild run does not decide it."""
+    bounds = [0, *cps, len(x)]
+    lagged = total = 0.0
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        e = rankdata(x[a:b])
+        e -= e.mean()
+        lagged += float(np.dot(e[1:], e[:-1]))
+        total += float(np.dot(e, e))
+    return float(np.clip(lagged / total, 0.0, MAX_RHO)) if total > 0 else 0.0
+
+
+def _fixed_split_pvalue(left: np.ndarray, right: np.ndarray, rho: float | None = None) -> float:
     """Corrected p of the split between two adjacent segments, counting every position
-    in their union as searched (the position was chosen from the data)."""
+    in their union as searched (the position was chosen from the data). rho: the
+    noise's autocorrelation; None estimates it from these two segments."""
     seg = np.concatenate([left, right])
     k = len(left)
     z, r = _split_z(seg, np.array([k]))
     n_tests = max(len(seg) - 1, 1)
-    return _corrected_p(_split_raw_p(seg, k, float(z[0])), _rho(r, k), n_tests)
+    return _corrected_p(_split_raw_p(seg, k, float(z[0])), _rho(r, k) if rho is None else rho, n_tests)
 
 
 def _floor_ratio(left: np.ndarray, right: np.ndarray, sigma: float, params: DetectorParams) -> float:
     """How far the shift clears the stricter of the two floors (>= 1 passes).
 
     The shift is measured twice, between the two segments' medians and between the
-    medians of the LOCAL_RUNS runs either side of the change, and the smaller counts:
-    a level change happens at its index, whereas a slow drift cut into pieces shows a
-    large shift between segments but a small one across each cut.
+    medians of the LOCAL_RUNS runs either side of the change, and the smaller ratio
+    counts: a level change happens at its index, whereas a slow drift cut into pieces
+    shows a large shift between segments but a small one across each cut (the drift
+    guard). The drift guard is held to the full floors. Between the segment medians the
+    floor in noise units shrinks as those medians grow precise (`_sigma_floor_scale`, at
+    most to min_sigma / 2): a step seen for 100 runs either side is measured far more
+    exactly than one seen for 4. The relative floor never shrinks.
     """
     before = float(np.median(left))
-    shift = min(abs(float(np.median(right)) - before),
-                abs(float(np.median(right[:LOCAL_RUNS])) - float(np.median(left[-LOCAL_RUNS:]))))
-    if shift == 0.0:
-        return 0.0
-    floors = (params.min_rel_change * abs(before), params.min_sigma * sigma)
-    return float(min(shift / f if f > 0 else np.inf for f in floors))
+    pairs = ((left, right, _sigma_floor_scale(len(left), len(right))),
+             (left[-LOCAL_RUNS:], right[:LOCAL_RUNS], 1.0))
+    ratios = []
+    for a, b, scale in pairs:
+        shift = abs(float(np.median(b)) - float(np.median(a)))
+        floors = (params.min_rel_change * abs(before), params.min_sigma * sigma * scale)
+        ratios.append(min(shift / f if f > 0 else np.inf for f in floors) if shift > 0 else 0.0)
+    return float(min(ratios))
 
 
-def _prune(x: np.ndarray, cps: list[int], sigma: float, params: DetectorParams) -> list[int]:
-    """Drop changes, weakest first, until each passes both floors and alpha."""
+def _sigma_floor_scale(n_before: int, n_after: int) -> float:
+    """Scale of the noise-units floor between medians of n_before and n_after runs: the
+    standard error of their difference relative to the nightly case min_sigma is set
+    for (TAIL_REF_RUNS new runs against LOCAL_RUNS before), clipped to [0.5, 1]."""
+    ref = 1.0 / TAIL_REF_RUNS + 1.0 / LOCAL_RUNS
+    return float(np.clip(np.sqrt((1.0 / n_before + 1.0 / n_after) / ref), 0.5, 1.0))
+
+
+def _prune(x: np.ndarray, candidates: list[int], params: DetectorParams) -> tuple[list[int], float, float]:
+    """The candidates that survive pruning, with the noise scale and autocorrelation
+    their tests used.
+
+    Both are first measured on the candidate segmentation. Where pruning removes
+    candidates that had cut a slow (autocorrelated) wander into levels, the surviving
+    segmentation shows more noise, or more autocorrelation, than that: then pruning
+    starts over from the candidates with the larger figures (REFITS times at most; they
+    only grow, so the estimate errs towards fewer changes).
+    """
+    sigma, rho = _noise_sigma(x, candidates), _noise_rho(x, candidates)
+    for _ in range(REFITS):
+        cps = _prune_at(x, candidates, sigma, rho, params)
+        sigma_refit, rho_refit = _noise_sigma(x, cps), _noise_rho(x, cps)
+        if sigma_refit <= sigma and rho_refit <= rho:
+            break
+        sigma, rho = max(sigma, sigma_refit), max(rho, rho_refit)
+    else:
+        cps = _prune_at(x, candidates, sigma, rho, params)
+    return cps, sigma, rho
+
+
+def _prune_at(x: np.ndarray, cps: list[int], sigma: float, rho: float, params: DetectorParams) -> list[int]:
+    """Drop changes, weakest first, until each passes both floors and alpha (p corrected
+    for autocorrelation rho)."""
     cps = list(cps)
     while cps:
         bounds = [0, *cps, len(x)]
@@ -293,7 +371,7 @@ def _prune(x: np.ndarray, cps: list[int], sigma: float, params: DetectorParams) 
         for i, cp in enumerate(cps):
             left, right = x[bounds[i]:cp], x[cp:bounds[i + 2]]
             ratio = _floor_ratio(left, right, sigma, params)
-            failing = ratio < 1.0 or _fixed_split_pvalue(left, right) > params.alpha
+            failing = ratio < 1.0 or _fixed_split_pvalue(left, right, rho) > params.alpha
             if failing and ratio < worst_score:
                 worst, worst_score = i, ratio
         if worst is None:
