@@ -144,6 +144,27 @@ def test_a_young_level_that_is_not_yet_significant_is_never_placed_after_its_sta
         assert [c.index for c in detect(x) if c.index != 8] == [], f"{n} runs"
 
 
+def test_a_three_run_level_not_yet_significant_is_provisional_at_its_first_run():
+    # 30 runs, then 3 runs 4 noise widths higher: too few for alpha (the rank test's
+    # smallest p is 10/C(33, 3) = 0.002), and the last two alone began before their start.
+    x = _gaussian(33)
+    x[30:] += 0.04 + np.array([0.0, 0.01, -0.005])
+    (c,) = detect(x)
+    assert c.index == 30 and c.provisional and c.direction == "regression"
+    assert detect(_gaussian(33)) == []
+
+
+@pytest.mark.parametrize("levels, runs", [((0, 4, 8, 12, 8, 4, 0), 30), ((0, 6, 2, 8, 3, 9, 1), 40)])
+def test_tent_and_alternating_levels_are_cut_at_each_step(levels, runs):
+    # No single split of the whole series is strong (the tent is symmetric), so plain
+    # binary segmentation stopped early; the seeded sub-intervals find each step.
+    for seed in range(3):
+        x = 10.0 + np.repeat(levels, runs) + np.random.default_rng(seed).standard_normal(runs * len(levels))
+        found = [c.index for c in detect(x)]
+        assert len(found) == len(levels) - 1, f"seed {seed}: {found}"
+        assert all(abs(f - runs * (i + 1)) <= 2 for i, f in enumerate(found)), f"seed {seed}: {found}"
+
+
 def test_measure_at_re_measures_a_known_change_where_it_was_found():
     x = _gaussian(14, sigma=0.005)
     x[8:] += 0.10

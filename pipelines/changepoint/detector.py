@@ -8,9 +8,13 @@ a step that matters (a few percent, a few noise widths) must.
 How it decides, in four stages:
 1. Search: binary segmentation on ranks. In each segment the split with the largest
    standardised Mann-Whitney statistic is a candidate while it is significant after
-   correcting for having searched all split positions (Bonferroni). Ranks make the
-   search blind to outlier size and tails. Autocorrelation is not corrected for here:
-   it is a property of the noise, and is measured once the level changes are known.
+   correcting for having searched all split positions (Bonferroni). Where the whole
+   segment shows no significant split, the same is asked inside seeded sub-intervals
+   (halves, quarters, ... overlapping by half; Bonferroni over the intervals too): a
+   tent or an alternating sequence of levels has no strong single split overall, but
+   each of its steps stands out locally. Ranks make the search blind to outlier size
+   and tails. Autocorrelation is not corrected for here: it is a property of the
+   noise, and is measured once the level changes are known.
 2. Noise: the robust scale (1.4826 x MAD) and the lag-1 autocorrelation of the ranks,
    both from the residuals of the candidate segmentation, for the whole series (and
    again after pruning, see stage 3).
@@ -28,9 +32,10 @@ How it decides, in four stages:
    the reported sigmas use the final ones.
 4. Newest runs: the nightly question "did the last m runs (m <= 5) leave the recent
    level?" is asked with the position fixed in advance, so it needs no whole-series
-   search correction. A change within the last `confirm_points` runs is reported as
-   provisional when each of its runs clears the floors (so that the case is rerun and
-   the change confirmed or cleared); a longer one also needs alpha.
+   search correction. A new level of m runs is reported when significant at alpha;
+   one that is not (yet) is reported as provisional when each of its runs clears the
+   floors (so that the case is rerun and the change confirmed or cleared). Within the
+   last `confirm_points` runs that is the only way it can be reported.
 
 The public API is `DetectorParams`, `Change`, `detect`, `bh_adjust` and
 `select_significant`, plus `measure_at`, `confirms` and `effect_floor` for following a
@@ -94,7 +99,8 @@ class DetectorParams:
         the search.
     alpha: largest p-value (autocorrelation- and search-corrected) of a kept change.
     min_segment: fewest runs in a confirmed segment; shorter bursts are not a level.
-    confirm_points: a change starting within the last this-many runs is provisional.
+    confirm_points: a change starting within the last this-many runs is provisional (so
+        is a new level of up to 5 newest runs that is not yet significant, see detect).
     higher_is_worse: True for latency-like metrics (up = regression), False for
         throughput-like ones.
     """
@@ -121,9 +127,13 @@ class Change:
 
     index: position (in the input, missing values included) of the first run at the new
         level. before/after: medians of the segments either side (for a change among the
-        newest runs, before is the median of the up-to-10 runs preceding it). rel_change:
-        (after - before) / |before|. sigmas: |after - before| in robust noise units.
+        newest runs, before is the median of the 10 or 20 runs preceding it, see
+        `_level_before`). rel_change: (after - before) / |before|. sigmas:
+        |after - before| in robust noise units.
         p_value: two-sided, corrected for autocorrelation and for the split search.
+        provisional: among the newest runs and not (yet) significant: within the last
+        confirm_points runs, or a level of up to 5 runs that clears the floors run by
+        run without reaching alpha. It asks for a rerun rather than a person.
     """
 
     index: int
@@ -161,9 +171,8 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
                                  _fixed_split_pvalue(left, right, rho), cp >= n - params.confirm_points, params))
     tail = _tail_change(x, cps, sigma, params)
     if tail is not None:
-        cp, p, level = tail
-        changes.append(_describe(int(kept[cp]), level, x[cp:], sigma, p,
-                                 cp >= n - params.confirm_points, params))
+        cp, p, level, provisional = tail
+        changes.append(_describe(int(kept[cp]), level, x[cp:], sigma, p, provisional, params))
     return changes
 
 
@@ -250,14 +259,48 @@ def _best_split(seg: np.ndarray, min_segment: int) -> tuple[int, float] | None:
     return k, _corrected_p(_split_raw_p(seg, k, float(z[i])), 0.0, len(ks))
 
 
+def _seeded_intervals(n: int, shortest: int) -> list[tuple[int, int]]:
+    """Seeded intervals (Kovacs et al., "Seeded binary segmentation", 2023) inside
+    [0, n): at each scale, intervals of half the previous length, overlapping by half,
+    down to `shortest` runs; the whole range itself is left out."""
+    out = []
+    length = n / 2.0
+    while length >= shortest:
+        count = int(np.ceil(2 * n / length)) - 1
+        step = (n - length) / max(count - 1, 1)
+        for i in range(count):
+            lo = int(np.floor(i * step))
+            out.append((lo, min(n, int(np.ceil(lo + length)))))
+        length /= 2.0
+    return sorted(set(out))
+
+
+def _best_seeded_split(seg: np.ndarray, min_segment: int) -> tuple[int, float] | None:
+    """The most significant split found inside any seeded sub-interval of seg (index
+    into seg, p corrected for the positions searched in that interval and for the number
+    of intervals), or None."""
+    intervals = _seeded_intervals(len(seg), 4 * min_segment)
+    best = None
+    for lo, hi in intervals:
+        found = _best_split(seg[lo:hi], min_segment)
+        if found is not None and (best is None or found[1] < best[1]):
+            best = (lo + found[0], found[1])
+    if best is None:
+        return None
+    return best[0], min(1.0, best[1] * len(intervals))
+
+
 def _search(x: np.ndarray, params: DetectorParams) -> list[int]:
     """Candidate changes: binary segmentation by significance alone (autocorrelation,
-    the floors and the final alpha are applied in _prune)."""
+    the floors and the final alpha are applied in _prune). A segment without a
+    significant split overall is searched once more in its seeded sub-intervals."""
     cps: list[int] = []
     stack = [(0, len(x))]
     while stack:
         a, b = stack.pop()
         found = _best_split(x[a:b], params.min_segment)
+        if found is None or found[1] > params.alpha:
+            found = _best_seeded_split(x[a:b], params.min_segment)
         if found is None or found[1] > params.alpha:
             continue
         cp = a + found[0]
@@ -383,49 +426,73 @@ def _prune_at(x: np.ndarray, cps: list[int], sigma: float, rho: float, params: D
 # --- stage 3: the newest runs ----------------------------------------------------------
 
 def _tail_change(x: np.ndarray, cps: list[int], sigma: float,
-                 params: DetectorParams) -> tuple[int, float, float] | None:
-    """A new level among the newest runs: (start index, p-value, level before), or None.
+                 params: DetectorParams) -> tuple[int, float, float, bool] | None:
+    """A new level among the newest runs: (start index, p-value, level before,
+    provisional), or None.
 
     This answers the nightly question "did the last m runs leave the recent level?" for
     m = 1..TAIL_MAX. The position is fixed in advance, so the rank test is corrected for
     the TAIL_MAX choices of m only, not for a search over the whole series.
     - The level before is the median of the (up to LOCAL_RUNS) runs preceding the m
-      runs, within the last segment, so that slow drift does not read as a step.
-    - A provisional change (m <= confirm_points) has no test to lean on: the median of
-      its m runs must clear both floors and every run half of them, all on the same
-      side of that level (a lone run: LONE_RUN_FACTOR times the floors). The run just
-      before them must not clear the floor on that side too: then the new level began
-      earlier, and reporting its last m runs would put the change at the wrong run (a
-      level older than confirm_points that is not yet significant is not reported).
-    - A longer one needs the median of its m runs to clear the floors, and alpha.
-    The longest qualifying m wins.
+      runs, within the last segment, so that slow drift does not read as a step; or of
+      up to 2 x LOCAL_RUNS runs, whichever is nearer the new runs (`_level_before`).
+    - Every m needs the median of its m runs to clear both floors (a lone run:
+      LONE_RUN_FACTOR times the floors). For m > confirm_points the noise-units floor
+      uses the noise with the m runs as a level of their own (`_noise_sigma`): a new
+      level of 3-5 runs left inside the last segment inflates its own yardstick.
+    - "Run by run": every one of the m runs clears half the floor on the same side, and
+      the run just before them does not clear the floor on that side (else the new
+      level began earlier, and reporting its last m runs would put the change at the
+      wrong run).
+    - m <= confirm_points has no test to lean on: it is reported, provisional, when it
+      passes run by run.
+    - A longer m is reported when significant at alpha (not provisional; the longest
+      such m wins). Failing that, a level of 3-5 runs that passes run by run is
+      reported as provisional (where several do, the one with the smallest p, i.e. the
+      best-placed start): a level seen for a few runs is often not yet significant in
+      a short or noisy history, and flagging it is what gets the case rerun.
     """
     start = cps[-1] if cps else 0
     n = len(x)
+    not_yet_significant = None
     for m in range(TAIL_MAX, 0, -1):
         if n - m - start < params.min_segment:
             continue
-        local = x[max(start, n - m - LOCAL_RUNS):n - m]
-        level = float(np.median(local))
-        shift = x[n - m:] - level
-        base_floor = effect_floor(level, sigma, params)
+        new = x[n - m:]
+        level = _level_before(x[start:n - m], float(np.median(new)))
+        scale = _noise_sigma(x, [*cps, n - m]) if m > params.confirm_points else sigma
+        base_floor = effect_floor(level, scale, params)
         floor = base_floor * (LONE_RUN_FACTOR if m == 1 else 1.0)
-        if m <= params.confirm_points:  # no test gates these: each run must show it
-            half = floor / 2
-            if floor == 0 or abs(float(np.median(shift))) < floor or not (
-                    np.all(shift >= half) or np.all(shift <= -half)):
-                continue
-            if np.sign(np.median(shift)) * (x[n - m - 1] - level) >= base_floor:
-                continue  # the new level began before these m runs
-        elif floor == 0 or abs(float(np.median(shift))) < floor:
+        shift = new - level
+        if floor == 0 or abs(float(np.median(shift))) < floor:
+            continue
+        side = np.sign(np.median(shift))
+        run_by_run = bool(np.all(side * shift >= floor / 2)) and side * (x[n - m - 1] - level) < base_floor
+        if m <= params.confirm_points and not run_by_run:
             continue
         seg = x[start:]
         k = n - m - start
         z, r = _split_z(seg, np.array([k]))
         p = _corrected_p(_split_raw_p(seg, k, float(z[0])), _rho(r, k), TAIL_MAX)
-        if m <= params.confirm_points or p <= params.alpha:
-            return n - m, p, level
-    return None
+        if m <= params.confirm_points:
+            return n - m, p, level, True
+        if p <= params.alpha:
+            return n - m, p, level, False
+        if run_by_run and (not_yet_significant is None or p < not_yet_significant[1]):
+            not_yet_significant = (n - m, p, level, True)
+    return not_yet_significant
+
+
+def _level_before(before: np.ndarray, new_median: float) -> float:
+    """The level the newest runs are measured from: the median of the last LOCAL_RUNS
+    runs of `before`, or of its last 2 x LOCAL_RUNS, whichever is nearer `new_median`.
+
+    The short window is the drift guard (under a slow drift it lags least, so it is the
+    nearer one); the long one is the more precise level where there is no drift, so a
+    pair of noisy runs has to stand out from both."""
+    recent = float(np.median(before[-LOCAL_RUNS:]))
+    longer = float(np.median(before[-2 * LOCAL_RUNS:]))
+    return recent if abs(new_median - recent) <= abs(new_median - longer) else longer
 
 
 def _describe(index: int, before: float, right: np.ndarray, sigma: float, p: float,
