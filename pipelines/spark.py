@@ -22,6 +22,11 @@ def spark_conf(lake: Lake) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.sql.parquet.compression.codec": "zstd",
         "spark.sql.files.maxRecordsPerFile": "5000000",
+        # An aggregation whose input is already sorted by its keys (the mining chain sorts
+        # the samples once, by case, after its one shuffle) streams through a sort
+        # aggregate instead of hashing every key: the natural-key deduplication and the
+        # per-case statistics neither hash 10^7-10^8 keys nor fall back to a second sort.
+        "spark.sql.execution.replaceHashWithSortAgg": "true",
     }
 
 

@@ -54,3 +54,27 @@ def test_statistics_of_kept_samples_match_numpy(spark):
     assert s.iqr_ns == pytest.approx(np.quantile(kept, 0.75) - np.quantile(kept, 0.25))
     assert s.mean_ns == pytest.approx(kept.mean())
     assert s.median_ci_low_ns <= s.median_ns <= s.median_ci_high_ns
+
+
+def test_outlier_flags_match_numpy_median_and_mad_per_case_and_attempt(spark):
+    """Several cases and attempts, odd and even counts, throttled samples and spikes: the
+    flags are exactly those of numpy's median and MAD of each group's unthrottled samples."""
+    rng = np.random.default_rng(11)
+    rows, expected = [], {}
+    for case, attempt, n in (("a", 1, 40), ("a", 2, 41), ("b", 1, 7), ("c", 1, 2), ("d", 1, 3)):
+        lat = (1000 * np.exp(rng.normal(0, 0.02, n))).astype(int)
+        lat[rng.random(n) < 0.15] *= 3  # spikes
+        throttled = rng.random(n) < 0.2
+        basis = lat[~throttled].astype(float)
+        med = np.median(basis) if len(basis) else np.nan
+        mad = np.median(np.abs(basis - med)) if len(basis) else np.nan
+        scale = max(mad * 1.4826, med * 1e-4)
+        for i in range(n):
+            out = bool(abs(lat[i] - med) > 5.0 * scale) if len(basis) else False
+            expected[(case, attempt, i)] = out
+            rows.append(("r", case, attempt, i, int(lat[i]), bool(throttled[i])))
+    rows.append(("r", "e", 1, 0, 500, True))  # only throttled samples: no centre, never an outlier
+    expected[("e", 1, 0)] = False
+    got = {(r.case_id, r.attempt, r.iteration): r for r in flag_outliers(frame(spark, rows)).collect()}
+    assert {k: r.outlier for k, r in got.items()} == expected
+    assert all(r.kept == (not r.throttled and not r.outlier) for r in got.values())

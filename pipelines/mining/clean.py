@@ -24,16 +24,25 @@ def clean_samples(samples: DataFrame) -> tuple[DataFrame, DataFrame]:
     tagged = samples.withColumn("_reason", _sample_reject_reason())
     rejected = tagged.where(F.col("_reason").isNotNull()).withColumnRenamed("_reason", "reason")
     # Cluster by case once: deduplication, the latest-attempt window and every per-case
-    # aggregation downstream reuse this partitioning instead of shuffling again. The file
-    # name is dropped first: it would double the bytes shuffled.
+    # aggregation downstream reuse this partitioning instead of shuffling again, and sort
+    # it once by the natural key: the deduplication then streams through a sort aggregate
+    # (no hash table of every key) and the per-case windows and aggregations downstream
+    # find their order already there. The file name is dropped first: it would double the
+    # bytes shuffled.
     good = (tagged.where(F.col("_reason").isNull()).drop("_reason", "_source")
-            .repartition("run_id", "case_id").dropDuplicates(list(SAMPLE_KEYS)))
+            .repartition("run_id", "case_id").sortWithinPartitions(*SAMPLE_KEYS)
+            .dropDuplicates(list(SAMPLE_KEYS)))
     return good, rejected
 
 
 def latest_attempt(df: DataFrame, keys: tuple[str, ...] = ("run_id", "case_id")) -> DataFrame:
-    """Keep only the highest attempt per key: a rerun of a shard supersedes the earlier try."""
-    w = Window.partitionBy(*keys)
+    """Keep only the highest attempt per key: a rerun of a shard supersedes the earlier try.
+
+    The window is ordered by attempt (its frame still the whole key), so its sort also
+    serves the per-attempt windows and aggregations downstream (flag_outliers,
+    sample_stats) instead of each sorting the samples again."""
+    w = (Window.partitionBy(*keys).orderBy("attempt")
+         .rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))
     return df.withColumn("_max_attempt", F.max("attempt").over(w)).where(
         F.col("attempt") == F.col("_max_attempt")).drop("_max_attempt")
 

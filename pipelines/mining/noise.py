@@ -5,10 +5,8 @@ A sample is an outlier when it lies more than `k` robust standard deviations
 """
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-
-from pipelines.mining.order_stats import quantile
 
 GROUP = ("run_id", "case_id", "attempt")
 OUTLIER_K = 5.0
@@ -16,19 +14,22 @@ MAD_TO_SIGMA = 1.4826
 
 
 def flag_outliers(samples: DataFrame, k: float = OUTLIER_K) -> DataFrame:
-    """Adds `outlier` and `kept` (not throttled and not an outlier)."""
+    """Adds `outlier` and `kept` (not throttled and not an outlier).
+
+    The case's median and MAD of its unthrottled samples are exact (Spark's `percentile`:
+    linear interpolation between order statistics, as numpy) and come from window
+    aggregates over the case, so the samples are neither scanned twice nor joined back
+    to per-case thresholds: on input already clustered and sorted by case
+    (clean_samples, then latest_attempt) this adds no shuffle and no sort. Latencies are
+    integers (latency_ns is bigint), so the median is a multiple of 1/2 and the MAD of
+    1/4, both exact whichever way the interpolation is written."""
     lat = F.col("latency_ns").cast("double")
-    # One sorted collect per case gives both the median and the MAD; the per-case
-    # thresholds are small and are joined back to the samples (broadcast by AQE).
-    basis = (samples.where(~F.col("throttled")).groupBy(*GROUP)
-             .agg(F.sort_array(F.collect_list(lat)).alias("_sorted")))
-    n = F.size("_sorted")
-    with_med = basis.select(*GROUP, "_sorted", quantile(F.col("_sorted"), n, 0.5).alias("_med"))
-    deviations = F.array_sort(F.transform("_sorted", lambda x: F.abs(x - F.col("_med"))))
-    thresholds = with_med.select(*GROUP, "_med", quantile(deviations, n, 0.5).alias("_mad"))
-    flagged = samples.join(thresholds, list(GROUP), "left")
+    case = Window.partitionBy(*GROUP)  # unbounded frame: each case's aggregate is computed once
+    basis = F.when(~F.col("throttled"), lat)
+    with_med = samples.withColumn("_med", F.percentile(basis, F.lit(0.5)).over(case))
+    with_mad = with_med.withColumn("_mad", F.percentile(F.abs(basis - F.col("_med")), F.lit(0.5)).over(case))
     scale = F.greatest(F.col("_mad") * MAD_TO_SIGMA, F.col("_med") * 1e-4)
     outlier = F.coalesce(F.abs(lat - F.col("_med")) > k * scale, F.lit(False))
-    return (flagged.withColumn("outlier", outlier)
+    return (with_mad.withColumn("outlier", outlier)
             .withColumn("kept", ~F.col("throttled") & ~F.col("outlier"))
             .drop("_med", "_mad"))
