@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from pipelines.changepoint.compare import compare
-from pipelines.changepoint.detector import (DetectorParams, _sigma_floor_scale, bh_adjust, confirms, detect,
-                                            measure_at, select_significant)
+from pipelines.changepoint import DetectorParams, bh_adjust, confirms, detect, measure_at, select_significant
+from pipelines.changepoint.detector import _sigma_floor_scale
 from pipelines.changepoint.metrics import covering, f1_score, precision_recall
 
 
@@ -90,7 +90,7 @@ def test_a_history_with_several_steps_is_cut_at_each_of_them():
 
 
 def test_noise_autocorrelation_is_measured_about_the_levels():
-    from pipelines.changepoint.detector import _noise_rho
+    from pipelines.changepoint.noise import noise_rho
 
     rng = np.random.default_rng(3)
     white = rng.standard_normal(2000)
@@ -99,10 +99,10 @@ def test_noise_autocorrelation_is_measured_about_the_levels():
     for t in range(1, 2000):
         ar[t] = 0.5 * ar[t - 1] + np.sqrt(0.75) * white[t]
     steps = white + np.repeat([0.0, 5.0, 0.0, 5.0], 500)
-    assert _noise_rho(white, []) < 0.05
-    assert 0.4 < _noise_rho(ar, []) < 0.6  # rank lag-1 correlation of AR(1) 0.5: 0.48
-    assert _noise_rho(steps, [500, 1000, 1500]) < 0.05  # about the levels: white
-    assert _noise_rho(steps, []) > 0.7  # the steps read as autocorrelation if not cut
+    assert noise_rho(white, []) < 0.05
+    assert 0.4 < noise_rho(ar, []) < 0.6  # rank lag-1 correlation of AR(1) 0.5: 0.48
+    assert noise_rho(steps, [500, 1000, 1500]) < 0.05  # about the levels: white
+    assert noise_rho(steps, []) > 0.7  # the steps read as autocorrelation if not cut
 
 
 def test_a_slow_drift_is_not_cut_into_steps():
@@ -112,13 +112,13 @@ def test_a_slow_drift_is_not_cut_into_steps():
 
 
 def test_the_autocorrelation_correction_applies_to_the_strongest_splits_too():
-    from pipelines.changepoint.detector import _corrected_p
+    from pipelines.changepoint.ranks import corrected_p
 
     # A raw p far below 1e-16 used to overflow to z = inf and skip the correction (p = 0).
     # At rho 0.8 the variance factor is 9: z = 9.3 (p 1e-20) counts as z = 3.1.
-    corrected = _corrected_p(1e-20, rho=0.8, n_tests=1)
+    corrected = corrected_p(1e-20, rho=0.8, n_tests=1)
     assert 1e-3 < corrected < 3e-3
-    assert _corrected_p(1e-20, rho=0.0, n_tests=1) == pytest.approx(1e-20, rel=1e-6)
+    assert corrected_p(1e-20, rho=0.0, n_tests=1) == pytest.approx(1e-20, rel=1e-6)
 
 
 def test_a_step_in_the_last_point_is_provisional():

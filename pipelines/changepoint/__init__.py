@@ -2,9 +2,10 @@
 control, scoring against labelled series, and A/B comparison of two sample sets."""
 
 from pipelines.changepoint.compare import Comparison, compare
-from pipelines.changepoint.detector import (Change, DetectorParams, bh_adjust, confirms, detect, effect_floor,
-                                            measure_at, select_significant)
+from pipelines.changepoint.detector import confirms, detect, measure_at
+from pipelines.changepoint.fdr import bh_adjust, select_significant
 from pipelines.changepoint.metrics import covering, f1_score
+from pipelines.changepoint.model import Change, DetectorParams, effect_floor
 
 __all__ = [
     "Change", "Comparison", "DetectorParams", "bh_adjust", "compare", "confirms", "covering", "detect",

@@ -1,0 +1,42 @@
+"""The noise a level change must stand out from, measured on the residuals of a
+segmentation: its robust scale and its lag-1 autocorrelation."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import rankdata
+
+from pipelines.changepoint.ranks import MAX_RHO
+
+# 1.4826 x MAD estimates the standard deviation of normal noise (same constant as the
+# Spark noise filter in pipelines.mining.noise, which cannot be imported without pyspark).
+MAD_TO_SIGMA = 1.4826
+
+
+def noise_sigma(x: np.ndarray, cps: list[int]) -> float:
+    """Robust noise scale: 1.4826 x MAD of the residuals from each segment's median.
+
+    Using the searched segmentation keeps real level shifts out of the noise estimate;
+    the residuals keep the marginal (not the innovation) spread of autocorrelated noise,
+    which is the spread a shift must stand out from.
+    """
+    bounds = [0, *cps, len(x)]
+    resid = np.concatenate([x[a:b] - np.median(x[a:b]) for a, b in zip(bounds[:-1], bounds[1:])])
+    sigma = MAD_TO_SIGMA * float(np.median(np.abs(resid)))
+    if sigma == 0.0:  # quantised data with most residuals exactly 0: fall back to the mean
+        sigma = float(np.mean(np.abs(resid))) * np.sqrt(np.pi / 2)
+    return sigma
+
+
+def noise_rho(x: np.ndarray, cps: list[int]) -> float:
+    """Lag-1 autocorrelation of the noise: of each segment's ranks about their mean,
+    pooled over the segments (pairs across a change left out), clipped to [0, MAX_RHO].
+    Ranks, as in the tests, so that one wild run does not decide it."""
+    bounds = [0, *cps, len(x)]
+    lagged = total = 0.0
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        e = rankdata(x[a:b])
+        e -= e.mean()
+        lagged += float(np.dot(e[1:], e[:-1]))
+        total += float(np.dot(e, e))
+    return float(np.clip(lagged / total, 0.0, MAX_RHO)) if total > 0 else 0.0
