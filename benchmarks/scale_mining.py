@@ -123,7 +123,29 @@ def run_spark_core(root: Path, out: Path) -> None:
     stats = sample_stats(flag_outliers(latest_attempt(good.drop("_source"))))
     stats.select(*KEYS, "n", "n_kept", F.col("median_ns"), "p10_ns", "p90_ns").write.mode("overwrite").parquet(
         str(out))
+    (out / JVM_MEMORY_FILE).write_text(json.dumps(jvm_memory(spark)))
     spark.stop()
+
+
+JVM_MEMORY_FILE = "_jvm_memory.json"  # a leading "_": Parquet readers of `out` skip it
+
+
+def jvm_memory(spark) -> dict:
+    """The driver JVM's memory as the JVM itself accounts it (local mode: the driver is
+    also the executor): the heap limit, the peak heap in use (sum of each heap pool's
+    peak, an upper bound of the true peak), the peak non-heap use (metaspace, code
+    cache) and the direct buffers still held. The process's resident set also holds
+    the JVM's own native memory and the Python driver, which these do not count."""
+    mf = spark._jvm.java.lang.management.ManagementFactory
+    gib = 2.0**30
+    pools = list(mf.getMemoryPoolMXBeans())
+    peak = {kind: sum(p.getPeakUsage().getUsed() for p in pools if p.getType().name() == kind)
+            for kind in ("HEAP", "NON_HEAP")}
+    buffer_pools = mf.getPlatformMXBeans(spark._jvm.java.lang.Class.forName("java.lang.management.BufferPoolMXBean"))
+    direct = sum(b.getMemoryUsed() for b in buffer_pools if b.getName() == "direct")
+    return {"heap_max_gib": round(mf.getMemoryMXBean().getHeapMemoryUsage().getMax() / gib, 2),
+            "heap_peak_gib": round(peak["HEAP"] / gib, 2), "non_heap_peak_gib": round(peak["NON_HEAP"] / gib, 2),
+            "direct_buffers_gib": round(direct / gib, 3)}
 
 
 def run_spark_mine(root: Path, out: Path) -> None:
@@ -176,10 +198,10 @@ def run_pandas(root: Path, out: Path) -> None:
     import pandas as pd
 
     cols = ["run_id", "case_id", "attempt", "iteration", "latency_ns", "throttled"]
-    df = pd.concat([pd.read_parquet(f, columns=cols) for f in sorted(glob.glob(samples_glob(root)))],
-                   ignore_index=True)
-    for c in ("run_id", "case_id"):
-        df[c] = df[c].astype("category")
+    # The id columns are read as dictionaries, so pandas gets categoricals directly instead
+    # of one Python string per sample (at 10^8 samples that is ~12 GiB of strings).
+    df = pa.concat_tables([pq.read_table(f, columns=cols, read_dictionary=["run_id", "case_id"])
+                           for f in sorted(glob.glob(samples_glob(root)))]).to_pandas()
     df = df[df.run_id.notna() & df.case_id.notna() & (df.iteration >= 0) & (df.latency_ns > 0)]
     df = df.drop_duplicates(["run_id", "case_id", "attempt", "iteration"])
     df = df[df.attempt == df.groupby(["run_id", "case_id"], observed=True).attempt.transform("max")]
@@ -233,9 +255,11 @@ def tree_rss_bytes(pid: int) -> int:
     return total
 
 
-def measure(engine: str, root: Path, out: Path) -> dict:
+def measure(engine: str, root: Path, out: Path, driver_memory: str | None = None) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "PERFLAKE_HOME": str(root)}
+    if driver_memory:  # read by pyspark when it launches the JVM
+        env["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory} pyspark-shell"
     cmd = [sys.executable, __file__, "engine", engine, "--lake", str(root), "--out", str(out)]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=open(root / f"{engine}.log", "w"))
@@ -254,7 +278,10 @@ def measure(engine: str, root: Path, out: Path) -> dict:
     seconds = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"{engine} failed; see {root / f'{engine}.log'}")
-    return {"seconds": round(seconds, 1), "peak_rss_gib": round(peak / 2**30, 2)}
+    result = {"seconds": round(seconds, 1), "peak_rss_gib": round(peak / 2**30, 2)}
+    if (out / JVM_MEMORY_FILE).exists():
+        result["jvm"] = json.loads((out / JVM_MEMORY_FILE).read_text())
+    return result
 
 
 def medians(out: Path) -> dict:
@@ -273,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", default="/tmp/perflake-scale", help="where the generated lakes go (deleted after)")
     ap.add_argument("--pandas-max", type=float, default=100e6, help="skip pandas above this many samples")
     ap.add_argument("--full-mine", action="store_true", help="also time the whole mining job")
+    ap.add_argument("--engines", nargs="+", choices=sorted(ENGINES), default=None,
+                    help="run only these engines (default: spark-core, spark-startup, duckdb, pandas)")
+    ap.add_argument("--driver-memory", default=None,
+                    help="the Spark driver's heap (spark-submit --driver-memory), e.g. 512m; default Spark's 1g")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
     if args.cmd == "engine":
@@ -289,22 +320,23 @@ def main(argv: list[str] | None = None) -> int:
                "generate_s": round(time.perf_counter() - t0, 1)}
         engines = ["spark-core", "spark-startup", "duckdb"] + (["pandas"] if size <= args.pandas_max else []) + (
             ["spark-mine"] if args.full_mine else [])
+        engines = [e for e in engines if args.engines is None or e in args.engines]
         for name in engines:
             out = root / f"out-{name}"
-            row[name] = measure(name, root, out)
+            row[name] = measure(name, root, out, args.driver_memory)
             row[name]["samples_per_s"] = round(gen["samples"] / row[name]["seconds"])
             print(json.dumps({"samples": gen["samples"], name: row[name]}), flush=True)
-            if name not in ("spark-core", "spark-startup"):
+            if name not in ("spark-core", "spark-startup") and "spark-core" in row:
                 ref, got = medians(root / "out-spark-core"), medians(out)
                 diff = max(abs(got[k] / ref[k] - 1) for k in ref if ref[k])
                 row[name]["max_rel_median_diff_vs_spark"] = float(f"{diff:.2e}")
                 row[name]["groups_match"] = set(ref) == set(got)
-        for name in engines[2:]:
+        for name in [e for e in engines if e not in ("spark-core", "spark-startup") and "spark-core" in row]:
             row[f"spark_over_{name}_time"] = round(row["spark-core"]["seconds"] / row[name]["seconds"], 2)
         report.append(row)
         print(json.dumps(row, indent=2), flush=True)
         shutil.rmtree(root, ignore_errors=True)
-    if len(report) > 1:
+    if len(report) > 1 and all("spark-core" in r for r in report):
         per = [r["spark-core"]["seconds"] / r["samples"] for r in report]
         print(f"spark cost per sample, largest vs smallest size: {per[-1] / per[0]:.2f}x")
     if args.out:
