@@ -83,13 +83,30 @@ def _cmd_pools(args) -> int:
     return 0
 
 
-def _cmd_detect(args) -> int:
+def read_series(path: str, column: str):
+    """One numeric column of a CSV file, in file order; an empty cell (or NA, NaN, null)
+    is a missing run. A missing column or a cell that is not a number is an error naming
+    the file, the line and the value."""
+    import numpy as np
     import pandas as pd
 
+    frame = pd.read_csv(path, dtype=str)
+    if column not in frame.columns:
+        raise ValueError(f"{path}: no column {column!r} (columns: {', '.join(frame.columns)})")
+    cells = frame[column].str.strip()
+    values = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(np.isnan(values) & cells.notna().to_numpy() & (cells != "").to_numpy())
+    if len(bad):
+        i = int(bad[0])  # line 1 is the header
+        raise ValueError(f"{path}, row {i + 1} (line {i + 2}), column {column!r}: {cells.iloc[i]!r} is not a number"
+                         + (f" ({len(bad) - 1} more such cells)" if len(bad) > 1 else ""))
+    return values
+
+
+def _cmd_detect(args) -> int:
     from pipelines.changepoint import detect
 
-    values = pd.read_csv(args.file)[args.column].to_numpy(dtype=float)
-    changes = detect(values)
+    changes = detect(read_series(args.file, args.column))
     print(json.dumps({"changes": [c.index for c in changes],
                       "details": [c.__dict__ for c in changes]}, default=str, indent=2))
     return 0

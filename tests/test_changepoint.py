@@ -245,3 +245,31 @@ def test_compare_says_same_for_identical_distributions():
 def test_compare_says_ambiguous_when_too_few_noisy_samples():
     rng = np.random.default_rng(2)
     assert compare(rng.normal(1.0, 0.2, 3), rng.normal(1.05, 0.2, 3)).verdict == "ambiguous"
+
+
+def test_detect_changes_cli_reads_a_csv_column_and_prints_the_change_indices(tmp_path, capsys):
+    import json
+
+    from pipelines.cli import main
+
+    values = np.r_[_gaussian(40, seed=1), _gaussian(40, seed=2) + 0.10] * 1000  # a 10 % step at 40
+    lines = ["night,median_ns"] + [f"{i},{v:.3f}" for i, v in enumerate(values)]
+    lines[11] = "10,"  # a missing run stays a position in the output
+    path = tmp_path / "history.csv"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["detect-changes", str(path), "--column", "median_ns"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["changes"] == [40]
+    assert out["details"][0]["rel_change"] == pytest.approx(0.10, abs=0.01)
+
+
+def test_detect_changes_cli_names_the_file_line_and_value_of_bad_input(tmp_path, capsys):
+    from pipelines.cli import main
+
+    path = tmp_path / "history.csv"
+    path.write_text("night,median_ns\n0,1.0\n1,\n2,NaN\n3,1.2ms\n4,1.1\n")
+    assert main(["detect-changes", str(path), "--column", "median_ns"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}, row 4 (line 5), column 'median_ns': '1.2ms' is not a number" in err
+    assert main(["detect-changes", str(path), "--column", "latency"]) == 2
+    assert "no column 'latency' (columns: night, median_ns)" in capsys.readouterr().err
