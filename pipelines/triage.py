@@ -86,6 +86,7 @@ def set_status(spark: SparkSession, lake: Lake, where: Column, what: str, status
                "status": F.lit(status), who: F.lit(by), when: F.lit(at), why: F.lit(note).cast("string")}
     for col, value in updates.items():
         table = table.withColumn(col, F.when(where, value).otherwise(F.col(col)))
-    # Materialise before overwriting: the table is an input of its own new state.
-    catalog.overwrite(spark, lake, table.localCheckpoint(eager=True), REGRESSIONS)
+    # The table is an input of its own new state; overwrite publishes a new snapshot
+    # directory, so the plan reads the old files while it writes (catalog._publish_snapshot).
+    catalog.overwrite(spark, lake, table, REGRESSIONS)
     return len(found)

@@ -122,8 +122,9 @@ def update_regressions(spark: SparkSession, lake: Lake, now: datetime.datetime |
     runs = spark.table(f"{DATABASE}.runs")
     points = regression_points(spark.table(f"{DATABASE}.case_stats"), runs)
     table = regressions_table(points, spark.table(name), runs, now, params, owners=owners)
-    # Materialise before overwriting: the table is an input of its own new state.
-    catalog.overwrite(spark, lake, table.localCheckpoint(eager=True), REGRESSIONS)
+    # The table is an input of its own new state; overwrite publishes a new snapshot
+    # directory, so the plan reads the old files while it writes (catalog._publish_snapshot).
+    catalog.overwrite(spark, lake, table, REGRESSIONS)
 
 
 def acknowledge(spark: SparkSession, lake: Lake, series_key: str, change_run_id: str, by: str,
