@@ -27,6 +27,11 @@ def spark_conf(lake: Lake) -> dict[str, str]:
         # aggregate instead of hashing every key: the natural-key deduplication and the
         # per-case statistics neither hash 10^7-10^8 keys nor fall back to a second sort.
         "spark.sql.execution.replaceHashWithSortAgg": "true",
+        # The mining job reads landing files by name (already listed); past 32 paths Spark
+        # would start a job of one task per path just to stat them (0.5-2 s for a 64-file
+        # night against 0.1 s on the driver, NOTES-scale.md). Listing thousands of paths
+        # (years of partitions on object storage) still goes parallel.
+        "spark.sql.sources.parallelPartitionDiscovery.threshold": "1024",
     }
 
 
