@@ -50,7 +50,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipelines.changepoint.model import LOCAL_RUNS, Change, DetectorParams, describe, effect_floor
-from pipelines.changepoint.newest import TAIL_MAX, tail_change
+from pipelines.changepoint.newest import tail_change
 from pipelines.changepoint.noise import noise_rho, noise_sigma
 from pipelines.changepoint.ranks import corrected_p, fixed_split_pvalue, split_raw_p, split_z
 
@@ -263,14 +263,10 @@ def measure_at(values, index: int, *, changes=(), params: DetectorParams = Detec
 def confirms(values, index: int, *, changes=(), params: DetectorParams = DetectorParams()) -> bool | None:
     """Do the runs from `index` agree that a new level starts there?
 
-    The runs from `index` up to the next known change, at most TAIL_MAX of them (the
-    change run and at least one later run, e.g. a confirmation rerun; at least
-    max(confirm_points, 2)), are compared with the last good level (as in `measure_at`):
-    their median must leave it by the whole effect floor, and each of them by half the
-    floor on the same side, except that of three or more runs one other than the change
-    run may fall short (a run of the new level in a second clock mode, which the
-    newest-runs test also tolerates when it places the change). None while there are not
-    yet that many runs.
+    The first max(confirm_points, 2) runs from `index` (the change run and at least one
+    later run, e.g. a confirmation rerun) must each leave the last good level (as in
+    `measure_at`) by half the effect floor or more on the same side, and their median by
+    the whole floor. None while there are not yet that many runs.
     """
     known = _known_split(values, index, changes)
     if known is None:
@@ -280,14 +276,10 @@ def confirms(values, index: int, *, changes=(), params: DetectorParams = Detecto
     if hi - k < need:
         return None
     level = float(np.median(x[lo:k][-LOCAL_RUNS:]))
-    shift = x[k:min(hi, k + max(need, TAIL_MAX))] - level
+    shift = x[k:k + need] - level
     floor = effect_floor(level, sigma, params)
-    median = float(np.median(shift))
-    if floor <= 0 or abs(median) < floor:
-        return False
-    away = np.sign(median) * shift >= floor / 2
-    allowed_short = 1 if len(shift) >= 3 else 0
-    return bool(away[0] and np.count_nonzero(~away) <= allowed_short)
+    return bool(floor > 0 and abs(float(np.median(shift))) >= floor
+                and (np.all(shift >= floor / 2) or np.all(shift <= -floor / 2)))
 
 
 def _known_split(values, index: int, changes) -> tuple[np.ndarray, int, int, int, float] | None:

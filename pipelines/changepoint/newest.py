@@ -44,20 +44,13 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
       passes run by run.
     - A longer m is reported when significant at alpha (not provisional; the longest
       such m wins). Failing that, a level of 3-5 runs that passes run by run is
-      reported as provisional: a level seen for a few runs is often not yet
-      significant in a short or noisy history, and flagging it is what gets the case
-      rerun.
-    - Where a provisional level starts: of the m (>= 2) on the same side that clear
-      their floors and whose first run is at the new level, with at most one later run
-      short of half the floor when m >= 3, the one with the smallest p (the best-placed
-      start, as the search places a split). A run of the new level that fell back to
-      the old one (a second clock mode) would otherwise move the change after it.
+      reported as provisional (where several do, the one with the smallest p, i.e. the
+      best-placed start): a level seen for a few runs is often not yet significant in
+      a short or noisy history, and flagging it is what gets the case rerun.
     """
     start = cps[-1] if cps else 0
     n = len(x)
-    reported = None          # m of the level that decides the report (provisional)
     not_yet_significant = None
-    levels = {}              # m -> (p, level, side, placeable) for each m whose median clears its floor
     for m in range(TAIL_MAX, 0, -1):
         if n - m - start < params.min_segment:
             continue
@@ -70,39 +63,20 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
         if floor == 0 or abs(float(np.median(shift))) < floor:
             continue
         side = np.sign(np.median(shift))
+        run_by_run = bool(np.all(side * shift >= floor / 2)) and side * (x[n - m - 1] - level) < base_floor
+        if m <= params.confirm_points and not run_by_run:
+            continue
         seg = x[start:]
         k = n - m - start
         z, r = split_z(seg, np.array([k]))
         p = corrected_p(split_raw_p(seg, k, float(z[0])), split_rho(r, k), TAIL_MAX)
-        away = side * shift >= floor / 2
-        # A possible start: the first run is at the new level and at most one later run
-        # of three or more fell short (the tolerance `confirms` applies as well).
-        placeable = bool(away[0]) and np.count_nonzero(~away) <= (1 if m >= 3 else 0)
-        levels[m] = (p, level, side, placeable)
-        run_by_run = bool(np.all(side * shift >= floor / 2)) and side * (x[n - m - 1] - level) < base_floor
         if m <= params.confirm_points:
-            if run_by_run:
-                reported = m
-                break
-            continue
+            return n - m, p, level, True
         if p <= params.alpha:
             return n - m, p, level, False
-        if run_by_run and (not_yet_significant is None or p < levels[not_yet_significant][0]):
-            not_yet_significant = m
-    if reported is None:
-        reported = not_yet_significant
-    if reported is None:
-        return None
-    # Where the new level starts: of the placeable levels on the same side that clear
-    # their floors, the one with the strongest rank test (as the search places a split).
-    # A run of the new level that fell back to the old one (a second clock mode, one bad
-    # night) lets its later runs pass run by run while the whole level does not; the
-    # rank test still sees the whole level, so the change goes to its first run.
-    side = levels[reported][2]
-    m = min((mm for mm, (_, _, sd, ok) in levels.items() if sd == side and ok and (mm >= 2 or mm == reported)),
-            key=lambda mm: (levels[mm][0], -mm))
-    p, level = levels[m][:2]
-    return n - m, p, level, True
+        if run_by_run and (not_yet_significant is None or p < not_yet_significant[1]):
+            not_yet_significant = (n - m, p, level, True)
+    return not_yet_significant
 
 
 def level_before(before: np.ndarray, new_median: float) -> float:
