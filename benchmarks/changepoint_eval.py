@@ -19,6 +19,11 @@ the project environment stays clean; if that interpreter is missing, Otava's col
 read "n/a".
 
     .venv/bin/python benchmarks/changepoint_eval.py [--series 2000] [--online 250]
+
+With --drift it runs only the drifting-history check instead (section 00 of
+NOTES-changepoint.md): change-free histories whose level drifts by 0.05 or 0.10 robust
+sigma per run, Gaussian and t3 noise, every history replayed nightly, alarms per 1,000
+series-nights counted as in (i) above (defaults for it: --series 120 --seed 5).
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ STEPS = (0.03, 0.05, 0.10)
 SIGMA_MULTIPLES = (3.0, 4.0, 6.0)
 NOISE_KINDS = ("gaussian", "student_t3", "bimodal", "ar1_0.5")
 CHANGE_FREE_SIGMAS = (0.005, 0.01, 0.02)  # relative noise of change-free histories
+DRIFTS = (0.05, 0.10)  # robust sigma per run, for --drift
+DRIFT_KINDS = ("gaussian", "student_t3")
 
 # Reads {"series": [[...], ...], "min_magnitude": m} on stdin; writes the change indices
 # (first point of each new segment) of every series, one list per series, as JSON.
@@ -140,10 +147,12 @@ def _robust_sigma_of_bimodal() -> float:
 BIMODAL_ROBUST_SIGMA = _robust_sigma_of_bimodal()
 
 
-def false_alarms(kind: str, n_series: int, n_online: int, rng: np.random.Generator) -> dict:
-    """False alarms on change-free histories, per 1,000 series-nights."""
-    sig = rng.choice(CHANGE_FREE_SIGMAS, size=(n_series, 1))
-    hist = 1.0 + sig * _unit_noise(kind, rng, (n_series, NIGHTS))
+def _count_alarms(hist: np.ndarray, n_online: int) -> dict:
+    """Alarms on histories without a level change, per 1,000 series-nights: whole-history
+    (detector run once on each history) and nightly (the first n_online histories
+    replayed, detector run on every prefix from FIRST_ONLINE_NIGHT, an alarm counted the
+    first night it appears), each split into confirmed and provisional."""
+    n_series, nights_per = hist.shape
     conf = prov = 0
     for x in hist:
         for c in detect(x):
@@ -152,21 +161,42 @@ def false_alarms(kind: str, n_series: int, n_online: int, rng: np.random.Generat
     on_conf = on_prov = nights = 0
     for x in hist[:n_online]:
         alerted: list[int] = []
-        for t in range(FIRST_ONLINE_NIGHT, NIGHTS + 1):
+        for t in range(FIRST_ONLINE_NIGHT, nights_per + 1):
             nights += 1
             for c in detect(x[:t]):
                 if all(abs(c.index - a) > 1 for a in alerted):
                     alerted.append(c.index)
                     on_prov += c.provisional
                     on_conf += not c.provisional
-    otava = run_otava(list(hist))
-    per_k = 1000.0 / (n_series * NIGHTS)
+    per_k = 1000.0 / (n_series * nights_per)
     return {
         "confirmed": conf * per_k, "provisional": prov * per_k,
         "online_confirmed": 1000.0 * on_conf / max(nights, 1),
         "online_provisional": 1000.0 * on_prov / max(nights, 1),
-        "otava": None if otava is None else sum(map(len, otava)) * per_k,
     }
+
+
+def false_alarms(kind: str, n_series: int, n_online: int, rng: np.random.Generator) -> dict:
+    """False alarms on change-free histories, per 1,000 series-nights."""
+    sig = rng.choice(CHANGE_FREE_SIGMAS, size=(n_series, 1))
+    hist = 1.0 + sig * _unit_noise(kind, rng, (n_series, NIGHTS))
+    out = _count_alarms(hist, n_online)
+    otava = run_otava(list(hist))
+    out["otava"] = None if otava is None else sum(map(len, otava)) * 1000.0 / (n_series * NIGHTS)
+    return out
+
+
+def drift_alarms(kind: str, drift: float, n_series: int, rng: np.random.Generator) -> dict:
+    """Alarms on slowly drifting histories without a step (a level moving by `drift`
+    robust sigma per run, up or down at random), every history replayed nightly; same
+    counting and noise widths as `false_alarms`. Drift is not a level change: the drift
+    guards (10 runs either side, the newest runs against the nearer of 10 / 20 runs)
+    are there to keep it from reading as one."""
+    sig = rng.choice(CHANGE_FREE_SIGMAS, size=(n_series, 1))
+    sign = rng.choice([-1.0, 1.0], size=(n_series, 1))
+    trend = sign * drift * np.arange(NIGHTS)[None, :]
+    hist = 1.0 + sig * (_unit_noise(kind, rng, (n_series, NIGHTS)) + trend)
+    return _count_alarms(hist, n_series)
 
 
 def recall(kind: str, n_series: int, rng: np.random.Generator) -> dict:
@@ -205,16 +235,38 @@ def _fmt(v, spec: str = ".3f") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
+def _report_drift(n_series: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    print(f"Drifting 60-night histories without a step, {n_series} per noise kind and drift, all replayed "
+          f"nightly, seed {seed}\nalarms per 1,000 series-nights "
+          f"(noise sigma {', '.join(f'{s:.1%}' for s in CHANGE_FREE_SIGMAS)} of the level)")
+    print(f"{'noise':12s} {'drift/run':>9s} {'confirmed':>9s} {'provis.':>8s} {'nightly conf':>12s} "
+          f"{'nightly prov':>12s}")
+    for kind in DRIFT_KINDS:
+        for drift in DRIFTS:
+            fa = drift_alarms(kind, drift, n_series, rng)
+            print(f"{kind:12s} {drift:9.2f} {fa['confirmed']:9.3f} {fa['provisional']:8.3f} "
+                  f"{fa['online_confirmed']:12.3f} {fa['online_provisional']:12.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--series", type=int, default=2000, help="simulated histories per noise kind and test")
+    ap.add_argument("--series", type=int, default=None,
+                    help="simulated histories per noise kind and test (default 2000; 120 with --drift)")
     ap.add_argument("--online", type=int, default=250, help="change-free histories replayed night by night")
-    ap.add_argument("--seed", type=int, default=20260101)
+    ap.add_argument("--seed", type=int, default=None, help="default 20260101; 5 with --drift")
     ap.add_argument("--per-series", action="store_true", help="print TCPD scores per series")
+    ap.add_argument("--drift", action="store_true", help="run only the drifting-history check")
     args = ap.parse_args()
     t0 = time.perf_counter()
 
     print(f"detector under test: {detect.__code__.co_filename}")
+    if args.drift:
+        _report_drift(args.series or 120, 5 if args.seed is None else args.seed)
+        print(f"\nwall time {time.perf_counter() - t0:.0f} s")
+        return
+    args.series = args.series or 2000
+    args.seed = 20260101 if args.seed is None else args.seed
     tcpd = evaluate_tcpd()
     print(f"TCPD: {tcpd['n_series']} annotated series (margin 5)")
     print(f"{'method':32s} {'F1':>6s} {'cover':>6s}")
