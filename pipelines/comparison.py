@@ -5,7 +5,9 @@ A side is a set of `key=value` filters on perf.runs columns (all must hold), e.g
 `run_id=nightly-2033-01-05-sim-h100` or `gpu_sku=H100-SXM5-80GB torch_version=2.13.0`.
 Keys come from a fixed list and values are bound as literals, never pasted into SQL.
 Only kept samples count (not throttled, not outliers); when a side spans several runs,
-their samples are pooled.
+their samples are pooled. Two engines, same rules and same numbers: `compare_runs` on
+Spark (any size; the case comparisons run in parallel) and `compare_runs_duckdb` on the
+embedded DuckDB views of the published tables (no JVM to start: seconds, not a minute).
 """
 from __future__ import annotations
 
@@ -112,9 +114,49 @@ def _case_comparer(alpha: float, tolerance: float):
     return compare_case
 
 
+def compare_runs_duckdb(con, a: Side, b: Side, *, alpha: float = 0.01, tolerance: float = 0.02) -> list[dict]:
+    """`compare_runs` on DuckDB: `con` holds the `perf` views of pipelines.sql's
+    duckdb_connection. The same rows (as dicts, same columns and values), ordered by
+    kernel, dtype, shape and case."""
+    frames = []
+    for name, side in (("a", a), ("b", b)):
+        # Keys are checked against SELECTABLE (Side.parse); values are bound parameters.
+        where = " AND ".join(f'CAST("{key}" AS VARCHAR) = ?' for key, _ in side.filters)
+        selected = con.execute(f"SELECT DISTINCT run_id, dt, pool FROM perf.runs WHERE {where}",
+                               [value for _, value in side.filters]).fetchall()
+        if not selected:
+            raise ValueError(f"side {name.upper()} ({side}) matches no run in perf.runs")
+        run_ids, dts, pools = (sorted({r[i] for r in selected}) for i in range(3))
+        frames.append(con.execute(
+            "SELECT case_id, device_kind, ? AS side, latency_ns FROM perf.samples "
+            "WHERE list_contains(?, dt) AND list_contains(?, pool) AND list_contains(?, run_id) "
+            "AND NOT throttled AND NOT coalesce(outlier, false)", [name, dts, pools, run_ids]).df())
+    rows = pd.concat(frames, ignore_index=True)
+    out = [_compare_case(group, alpha=alpha, tolerance=tolerance).iloc[0].to_dict()
+           for _, group in rows.groupby("case_id", sort=True)]
+    ids = [r["case_id"] for r in out]
+    shapes = {case_id: (kernel, backend, dtype, ",".join(f"{k}={v}" for k, v in sorted(dict(params or {}).items())))
+              for case_id, kernel, backend, dtype, params in con.execute(
+                  "SELECT case_id, kernel, backend, dtype, params FROM perf.cases WHERE list_contains(?, case_id)",
+                  [ids]).fetchall()}
+    result = []
+    for r in out:
+        kernel, backend, dtype, shape = shapes.get(r["case_id"], (None,) * 4)
+        r = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in r.items()}
+        result.append({"case_id": r["case_id"], "kernel": kernel, "backend": backend, "dtype": dtype, "shape": shape,
+                       **{c: r[c] for c in _RESULT.names if c != "case_id"}})
+    return sorted(result, key=lambda r: tuple((r[c] is not None, r[c] or "") for c in ORDER))
+
+
+# The order of the rows a comparison prints (nulls first, as Spark's ascending sort).
+ORDER = ("kernel", "dtype", "shape", "case_id")
+
+
 def _compare_case(rows: pd.DataFrame, *, alpha: float, tolerance: float) -> pd.DataFrame:
-    a = rows.loc[rows["side"] == "a", "latency_ns"].to_numpy(dtype=float)
-    b = rows.loc[rows["side"] == "b", "latency_ns"].to_numpy(dtype=float)
+    # Sorted, so that the bootstrap draws (and the CI) do not depend on the order in
+    # which an engine delivered the samples.
+    a = np.sort(rows.loc[rows["side"] == "a", "latency_ns"].to_numpy(dtype=float))
+    b = np.sort(rows.loc[rows["side"] == "b", "latency_ns"].to_numpy(dtype=float))
     kinds = {s: ",".join(sorted(set(rows.loc[rows["side"] == s, "device_kind"].dropna()))) or None for s in "ab"}
     out = {"case_id": rows["case_id"].iloc[0], "kind_a": kinds["a"], "kind_b": kinds["b"], "n_a": len(a),
            "n_b": len(b),

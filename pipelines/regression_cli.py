@@ -46,6 +46,8 @@ def register(sub) -> None:
     p.add_argument("--tolerance", type=float, default=0.02, help="relative change treated as none (default 0.02)")
     p.add_argument("--alpha", type=float, default=0.01, help="significance level of the rank test (default 0.01)")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument("--engine", choices=["spark", "duckdb"], default="spark",
+                   help="spark (default; any size) or duckdb (embedded: no JVM start, for a few runs)")
     p.set_defaults(func=_cmd_compare)
 
 
@@ -97,18 +99,27 @@ def _cmd_acknowledge(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    from pipelines import catalog
-    from pipelines.comparison import Side, compare_runs
-    from pipelines.spark import DATABASE
+    from pipelines.comparison import ORDER, Side
     from pipelines.sql import format_rows
-    from schemas.tables import CASES
 
     a, b = Side.parse(args.a, args.run_a), Side.parse(args.b, args.run_b)
-    spark, lake = _spark()
-    cases = spark.table(catalog.ensure_table(spark, lake, CASES))
-    result = compare_runs(spark.table(f"{DATABASE}.samples"), spark.table(f"{DATABASE}.runs"), cases, a, b,
-                          alpha=args.alpha, tolerance=args.tolerance)
-    rows = [r.asDict() for r in result.orderBy("kernel", "dtype", "shape", "case_id").collect()]
+    if args.engine == "duckdb":
+        from pipelines.comparison import compare_runs_duckdb
+        from pipelines.sql import duckdb_connection
+
+        rows = compare_runs_duckdb(duckdb_connection(Lake.from_env()), a, b, alpha=args.alpha,
+                                   tolerance=args.tolerance)
+    else:
+        from pipelines import catalog
+        from pipelines.comparison import compare_runs
+        from pipelines.spark import DATABASE
+        from schemas.tables import CASES
+
+        spark, lake = _spark()
+        cases = spark.table(catalog.ensure_table(spark, lake, CASES))
+        result = compare_runs(spark.table(f"{DATABASE}.samples"), spark.table(f"{DATABASE}.runs"), cases, a, b,
+                              alpha=args.alpha, tolerance=args.tolerance)
+        rows = [r.asDict() for r in result.orderBy(*ORDER).collect()]
     if args.format == "json":
         print(json.dumps({"a": str(a), "b": str(b), "cases": rows}, default=str, indent=2))
         return 0

@@ -273,3 +273,21 @@ def test_detect_changes_cli_names_the_file_line_and_value_of_bad_input(tmp_path,
     assert f"{path}, row 4 (line 5), column 'median_ns': '1.2ms' is not a number" in err
     assert main(["detect-changes", str(path), "--column", "latency"]) == 2
     assert "no column 'latency' (columns: night, median_ns)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("n", [5, 6])
+def test_bootstrap_medians_have_the_distribution_of_resampled_medians(n):
+    import itertools
+
+    from pipelines.changepoint.compare import bootstrap_medians
+
+    x = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0][:n])
+    exact: dict[float, float] = {}
+    for idx in itertools.product(range(n), repeat=n):  # every resample, equally likely
+        m = float(np.median(x[list(idx)]))
+        exact[m] = exact.get(m, 0.0) + 1.0 / n**n
+    draws = bootstrap_medians(x, 200_000, np.random.default_rng(3))
+    values, counts = np.unique(draws, return_counts=True)
+    drawn = dict(zip(values.tolist(), (counts / len(draws)).tolist()))
+    assert set(drawn) <= set(exact)
+    assert max(abs(drawn.get(m, 0.0) - p) for m, p in exact.items()) < 0.005

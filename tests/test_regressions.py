@@ -221,6 +221,16 @@ def test_compare_calls_a_10_percent_slowdown_slower_and_the_rest_same(history, c
         assert cases[c.case_id]["verdict"] == "same", cases[c.case_id]
 
 
+def test_compare_on_duckdb_gives_the_same_rows_as_on_spark(history, capsys):
+    spark_rows = compare_json(capsys, run_id(NIGHTS[7]), run_id(CHANGE_NIGHT))
+    duck_rows = compare_json(capsys, run_id(NIGHTS[7]), run_id(CHANGE_NIGHT), "--engine", "duckdb")
+    assert duck_rows == spark_rows
+    assert {duck_rows[c.case_id]["verdict"] for c in SLOWED} == {"slower"}
+    by_filters = compare_json(capsys, "--a", f"pool={POOL}", "--a", "torch_version=2.12.0", "--b", f"pool={POOL}",
+                              "--b", "torch_version=2.13.0", "--b", "reason=nightly", "--engine", "duckdb")
+    assert {by_filters[c.case_id]["verdict"] for c in SLOWED} == {"slower"}
+
+
 def test_compare_of_a_run_with_itself_is_all_same(history, capsys):
     cases = compare_json(capsys, run_id(NIGHTS[3]), run_id(NIGHTS[3]))
     assert len(cases) == len(SLOWED + STEADY) + 1

@@ -78,9 +78,29 @@ def _bootstrap_ratio_ci(xa: np.ndarray, xb: np.ndarray, confidence: float, n_boo
                         seed: int) -> tuple[float, float]:
     """Percentile bootstrap CI of median(B)/median(A), resampling each side separately."""
     rng = np.random.default_rng(seed)
-    ma = np.median(rng.choice(xa, size=(n_boot, len(xa))), axis=1)
-    mb = np.median(rng.choice(xb, size=(n_boot, len(xb))), axis=1)
+    ma, mb = bootstrap_medians(xa, n_boot, rng), bootstrap_medians(xb, n_boot, rng)
     ratios = mb / np.where(ma > 0, ma, np.nan)
     tail = (1 - confidence) / 2 * 100
     lo, hi = np.nanpercentile(ratios, [tail, 100 - tail])
     return float(lo), float(hi)
+
+
+def bootstrap_medians(x: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """The medians of n_boot bootstrap resamples of x, drawn without building them.
+
+    A resample of n values is x_sorted[floor(n * U_i)] for n uniforms U_i, so its j-th
+    smallest value is x_sorted[floor(n * U_(j))]. The k-th smallest of n uniforms is
+    Beta(k, n + 1 - k), and the next one above it is U_(k) + (1 - U_(k)) Beta(1, n - k).
+    The medians so drawn have exactly the distribution of resampled medians, in O(n_boot)
+    instead of O(n_boot x n) time and memory (2,000 resamples of 100,000 rerun samples
+    were 1.5 GiB).
+    """
+    xs = np.sort(np.asarray(x, dtype=float))
+    n = len(xs)
+    k = (n + 1) // 2  # rank (1-based) of the median, or of the lower middle for even n
+    u = rng.beta(k, n + 1 - k, n_boot)
+    lower = xs[np.minimum((u * n).astype(np.int64), n - 1)]
+    if n % 2 == 1:
+        return lower
+    u_next = u + (1 - u) * rng.beta(1, n - k, n_boot)
+    return (lower + xs[np.minimum((u_next * n).astype(np.int64), n - 1)]) / 2
