@@ -26,6 +26,8 @@ SELECTABLE = ("run_id", "pool", "dt", "reason", "suite", "host", "device_kind", 
               "driver_version", "cuda_version", "cudnn_version", "nccl_version", "torch_version",
               "triton_version", "python_version", "harness_commit", "hardware_fingerprint", "software_fingerprint")
 UNMATCHED = "unmatched"  # the case has samples on one side only
+# The order of the rows a comparison prints (nulls first, as Spark's ascending sort).
+ORDER = ("kernel", "dtype", "shape", "case_id")
 
 _RESULT = T.StructType([
     T.StructField("case_id", T.StringType()), T.StructField("kind_a", T.StringType()),
@@ -146,10 +148,6 @@ def compare_runs_duckdb(con, a: Side, b: Side, *, alpha: float = 0.01, tolerance
         result.append({"case_id": r["case_id"], "kernel": kernel, "backend": backend, "dtype": dtype, "shape": shape,
                        **{c: r[c] for c in _RESULT.names if c != "case_id"}})
     return sorted(result, key=lambda r: tuple((r[c] is not None, r[c] or "") for c in ORDER))
-
-
-# The order of the rows a comparison prints (nulls first, as Spark's ascending sort).
-ORDER = ("kernel", "dtype", "shape", "case_id")
 
 
 def _compare_case(rows: pd.DataFrame, *, alpha: float, tolerance: float) -> pd.DataFrame:
