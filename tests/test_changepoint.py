@@ -291,3 +291,58 @@ def test_bootstrap_medians_have_the_distribution_of_resampled_medians(n):
     drawn = dict(zip(values.tolist(), (counts / len(draws)).tolist()))
     assert set(drawn) <= set(exact)
     assert max(abs(drawn.get(m, 0.0) - p) for m, p in exact.items()) < 0.005
+
+
+# --- stage 5: jumps in series that wander -------------------------------------------
+
+def _random_walk(n, step=0.002, seed=0):
+    return 1.0 + np.cumsum(step * np.random.default_rng(seed).standard_normal(n))
+
+
+def test_a_jump_in_a_random_walk_is_found_where_it_happens():
+    for seed in range(5):
+        x = _random_walk(120, seed=seed)
+        x[70:] += 0.05  # 25 increment-sigmas, but the walk wanders by ~0.02 around any level
+        changes = detect(x)
+        assert [c.index for c in changes] == [70], f"seed {seed}"
+        c = changes[0]
+        assert c.before == pytest.approx(x[69]) and not c.provisional and c.p_value < 1e-3
+
+
+def test_a_random_walk_without_a_jump_gives_no_change():
+    for seed in range(20):
+        assert detect(_random_walk(300, seed=seed)) == [], f"seed {seed}"
+
+
+def test_a_spike_that_reverts_in_a_random_walk_is_not_a_change():
+    x = _random_walk(120)
+    x[60:62] += 0.05
+    assert detect(x) == []
+
+
+def test_a_jump_that_recurs_every_season_is_not_a_change():
+    from pipelines.changepoint.jumps import jumps
+
+    month = np.arange(240) % 12
+    x = 1.0 + 0.001 * np.arange(240) + 0.002 * np.random.default_rng(1).standard_normal(240).cumsum()
+    x = x + np.where(month == 11, 0.05, 0.0)  # a December bump, every year
+    assert jumps(x, DetectorParams()) == []
+    x[150:] += 0.08  # one real jump on top of the season
+    assert [j[0] for j in jumps(x, DetectorParams())] == [150]
+
+
+def test_stationary_series_never_reach_the_jump_stage():
+    from pipelines.changepoint.jumps import wanders
+    from pipelines.changepoint.noise import noise_sigma
+
+    assert not wanders(_gaussian(200), noise_sigma(_gaussian(200), []))
+    assert not wanders(_ar1(200), noise_sigma(_ar1(200), []))
+    assert wanders(_random_walk(200), noise_sigma(_random_walk(200), []))
+
+
+def test_held_values_are_left_to_the_level_tests():
+    from pipelines.changepoint.jumps import jumps
+
+    x = np.repeat(1.0 + 0.002 * np.random.default_rng(2).standard_normal(30).cumsum(), 10)
+    x[150:] += 0.05  # a step, but most increments are exactly 0: their MAD says nothing
+    assert jumps(x, DetectorParams()) == []

@@ -5,7 +5,7 @@ sure are we?" for one univariate history. It is built for perf data: heavy tails
 clock modes, single bad nights and night-to-night autocorrelation must not raise alarms;
 a step that matters (a few percent, a few noise widths) must.
 
-How it decides, in four stages:
+How it decides, in five stages:
 1. Search: binary segmentation on ranks. In each segment the split with the largest
    standardised Mann-Whitney statistic is a candidate while it is significant after
    correcting for having searched all split positions (Bonferroni). Where the whole
@@ -38,7 +38,7 @@ How it decides, in four stages:
    last `confirm_points` runs that is the only way it can be reported.
 
 This module holds stages 1 and 3 and the follow-up of a known change; the rank tests
-are in `ranks`, the noise estimates in `noise`, stage 4 in `newest`, the parameters and
+are in `ranks`, the noise estimates in `noise`, stage 4 in `newest`, stage 5 in `jumps`, the parameters and
 result type in `model`, and family-wide FDR control in `fdr`. The public API (from
 `pipelines.changepoint`) is `DetectorParams`, `Change`, `detect`, `bh_adjust` and
 `select_significant`, plus `measure_at`, `confirms` and `effect_floor` for following a
@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipelines.changepoint.jumps import jumps, wanders
 from pipelines.changepoint.model import LOCAL_RUNS, Change, DetectorParams, describe, effect_floor
 from pipelines.changepoint.newest import tail_change
 from pipelines.changepoint.noise import noise_rho, noise_sigma
@@ -78,17 +79,32 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
         return []
     candidates = _search(x, params)
     cps, sigma, rho = _prune(x, candidates, params)
-    bounds = [0, *cps, n]
+    found = _wandering_jumps(x, cps, sigma, params)
+    bounds = [0, *sorted([*cps, *found]), n]
     changes = []
-    for i, cp in enumerate(cps):
+    for i, cp in enumerate(bounds[1:-1]):
         left, right = x[bounds[i]:cp], x[cp:bounds[i + 2]]
+        if cp in found:
+            p, before = found[cp]
+            changes.append(describe(int(kept[cp]), before, right, sigma, p, False, params))
+            continue
         changes.append(describe(int(kept[cp]), float(np.median(left)), right, sigma,
                                  fixed_split_pvalue(left, right, rho), cp >= n - params.confirm_points, params))
-    tail = tail_change(x, cps, sigma, params)
+    tail = tail_change(x, bounds[1:-1], sigma, params)
     if tail is not None:
         cp, p, level, provisional = tail
         changes.append(describe(int(kept[cp]), level, x[cp:], sigma, p, provisional, params))
     return changes
+
+
+def _wandering_jumps(x: np.ndarray, cps: list[int], sigma: float,
+                     params: DetectorParams) -> dict[int, tuple[float, float]]:
+    """Stage 5 (`jumps`), for a series that wanders: position -> (p-value, level
+    before) of each jump not within LOCAL_RUNS / 2 runs of a change stages 1-3 kept."""
+    if not wanders(x, sigma):
+        return {}
+    return {cp: (p, before) for cp, p, before in jumps(x, params)
+            if all(abs(cp - c) > LOCAL_RUNS // 2 for c in cps)}
 
 
 # --- stage 1: search ---------------------------------------------------------------
