@@ -23,6 +23,9 @@ read "n/a".
 With --sensitivity it runs only the TCPD scores with each constant of the detector's
 stage 5 (jumps in series that wander) moved off its default, one at a time.
 
+With --oracle it runs only the power of an oracle test on bimodal noise (the law, level
+and change run known), an upper bound for recall at c+3 at a given false-alarm rate.
+
 With --drift it runs only the drifting-history check instead (section 00 of
 NOTES-changepoint.md): change-free histories whose level drifts by 0.05 or 0.10 robust
 sigma per run, Gaussian and t3 noise, every history replayed nightly, alarms per 1,000
@@ -260,6 +263,35 @@ def recall(kind: str, n_series: int, rng: np.random.Generator) -> dict:
             "cells": cells, "otava_by3": None if otava_hit is None else float(otava_hit)}
 
 
+def oracle_power(n_draws: int = 200_000, seed: int = 1) -> list[tuple[float, float, float]]:
+    """Power of an oracle on bimodal noise, as an upper bound for the newest-runs test:
+    it knows the noise law, the level before and the change run, and takes the 4 runs
+    c..c+3, with the likelihood ratio against "no change" maximised over the step's sign
+    (Neyman-Pearson for a known step size). Returns (false-alarm rate per test, step in
+    robust sigmas, power) rows; the threshold is the null's (1 - rate) quantile."""
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(seed)
+    scale = BIMODAL_ROBUST_SIGMA
+
+    def log_density(x):  # of _unit_noise("bimodal"), in its robust-sigma units
+        u = x * scale
+        return np.log(0.8 * norm.pdf(u) + 0.2 * norm.pdf(u - 4.0))
+
+    def statistic(new, step):
+        base = log_density(new)
+        return np.maximum((log_density(new - step) - base).sum(1), (log_density(new + step) - base).sum(1))
+
+    rows = []
+    for rate in (0.024, 0.005, 0.001):
+        for step in SIGMA_MULTIPLES:
+            threshold = np.quantile(statistic(_unit_noise("bimodal", rng, (n_draws, 4)), step), 1 - rate)
+            sign = rng.choice([-1.0, 1.0], size=(n_draws, 1))
+            shifted = _unit_noise("bimodal", rng, (n_draws, 4)) + sign * step
+            rows.append((rate, step, float(np.mean(statistic(shifted, step) > threshold))))
+    return rows
+
+
 # --- report ----------------------------------------------------------------------------
 
 def _fmt(v, spec: str = ".3f") -> str:
@@ -288,6 +320,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=None, help="default 20260101; 5 with --drift")
     ap.add_argument("--per-series", action="store_true", help="print TCPD scores per series")
     ap.add_argument("--drift", action="store_true", help="run only the drifting-history check")
+    ap.add_argument("--oracle", action="store_true",
+                    help="run only the oracle's power on bimodal noise (an upper bound at c+3)")
     ap.add_argument("--sensitivity", action="store_true",
                     help="run only the TCPD scores with stage 5's constants moved one at a time")
     args = ap.parse_args()
@@ -296,6 +330,12 @@ def main() -> None:
     print(f"detector under test: {detect.__code__.co_filename}")
     if args.drift:
         _report_drift(args.series or 120, 5 if args.seed is None else args.seed)
+        print(f"\nwall time {time.perf_counter() - t0:.0f} s")
+        return
+    if args.oracle:
+        print("Oracle on bimodal noise (knows the noise law, the level before and the change run; 4 runs c..c+3)")
+        for rate, step, power in oracle_power():
+            print(f"  false alarms per test {rate:.3f}  step {step:g} sigma  power {power:.3f}")
         print(f"\nwall time {time.perf_counter() - t0:.0f} s")
         return
     if args.sensitivity:

@@ -54,6 +54,19 @@ def test_changepoint_evaluation_scores_tcpd_and_simulated_histories(tmp_path):
     assert f"{f1:.3f}" in stdout and f"{cover:.3f}" in stdout
 
 
+def test_changepoint_oracle_and_stage5_sensitivity_options_run(tmp_path):
+    oracle = _run(["benchmarks/changepoint_eval.py", "--oracle"], tmp_path, timeout=300)
+    power = {(float(ln.split()[4]), ln.split()[6]): float(ln.split()[-1]) for ln in oracle.splitlines()
+             if ln.strip().startswith("false alarms per test")}
+    assert len(power) == 9
+    assert power[(0.024, "6")] > 0.99  # a 6-sigma step over 4 runs is plain to an oracle
+    assert power[(0.001, "3")] < power[(0.024, "3")]  # a stricter threshold costs power
+    if Path("/work/shared/eval/tcpd/annotations.json").exists():  # changepoint_eval.TCPD_DIR
+        sens = _run(["benchmarks/changepoint_eval.py", "--sensitivity"], tmp_path, timeout=300)
+        assert sum(ln.strip().startswith(("WINDOW", "WANDER_RATIO", "SEASONAL_ACF", "MAX_ZERO_SHARE"))
+                   for ln in sens.splitlines()) == 20
+
+
 def test_gpu_validation_logic_runs_on_cpu_and_says_do_bench_is_unavailable(tmp_path):
     out = tmp_path / "v.json"
     _run(["benchmarks/gpu_validation.py", "--smoke", "--device", "cpu", "--out", str(out)], tmp_path, timeout=600)
