@@ -154,6 +154,25 @@ def test_a_three_run_level_not_yet_significant_is_provisional_at_its_first_run()
     assert detect(_gaussian(33)) == []
 
 
+def _two_mode_history_then_down_step():
+    rng = np.random.default_rng(3)
+    before = 1.0 + 0.01 * rng.standard_normal(30)
+    before[::5] += 0.04  # a slow mode on 20 % of nights, 4 noise widths up
+    after = 0.96 + 0.01 * rng.standard_normal(4)  # a 4 % step down...
+    after[1] += 0.04  # ...whose slow night lands back on the old level
+    return np.concatenate([before, after])
+
+
+def test_a_new_levels_slow_mode_night_does_not_push_the_change_late():
+    from pipelines.changepoint.newest import mode_gap
+
+    x = _two_mode_history_then_down_step()
+    assert mode_gap(x[:30], 0.012) == pytest.approx(0.04, abs=0.005)
+    assert mode_gap(_gaussian(30), 0.01) is None
+    [c] = detect(x)
+    assert c.index == 30 and c.provisional and c.direction == "improvement"
+
+
 @pytest.mark.parametrize("levels, runs", [((0, 4, 8, 12, 8, 4, 0), 30), ((0, 6, 2, 8, 3, 9, 1), 40)])
 def test_tent_and_alternating_levels_are_cut_at_each_step(levels, runs):
     # No single split of the whole series is strong (the tent is symmetric), so plain

@@ -40,6 +40,12 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
       the run just before them does not clear the floor on that side (else the new
       level began earlier, and reporting its last m runs would put the change at the
       wrong run).
+    - Two modes: where the history before the newest TAIL_MAX runs has a second mode
+      (`mode_gap`: slow clocks on some nights), a run of a 3-5-run level that sits at
+      that level's own second mode counts as at the level (`fold_other_mode`), and a
+      run just before m <= confirm_points runs that does so (its predecessor having
+      moved) means the level began earlier. Without this a down-step of about the mode
+      gap is seen late or not at all: its slow runs land back on the old level.
     - m <= confirm_points has no test to lean on: it is reported, provisional, when it
       passes run by run.
     - A longer m is reported when significant at alpha (not provisional; the longest
@@ -51,6 +57,7 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
     start = cps[-1] if cps else 0
     n = len(x)
     not_yet_significant = None
+    gap = mode_gap(x[start:n - TAIL_MAX], sigma)  # the history's second mode, if any
     for m in range(TAIL_MAX, 0, -1):
         if n - m - start < params.min_segment:
             continue
@@ -59,11 +66,18 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
         scale = noise_sigma(x, [*cps, n - m]) if m > params.confirm_points else sigma
         base_floor = effect_floor(level, scale, params)
         floor = base_floor * (LONE_RUN_FACTOR if m == 1 else 1.0)
+        if gap is not None and m > params.confirm_points:
+            new = fold_other_mode(new, level, gap, floor)
         shift = new - level
         if floor == 0 or abs(float(np.median(shift))) < floor:
             continue
         side = np.sign(np.median(shift))
-        run_by_run = bool(np.all(side * shift >= floor / 2)) and side * (x[n - m - 1] - level) < base_floor
+        moved_before = side * (x[n - m - 1] - level) >= base_floor
+        if gap is not None and side * gap < 0 and n - m - 2 >= start:
+            # the run before is the new level's other mode, and the one before it moved
+            other_mode = abs(x[n - m - 1] - (float(np.median(new)) + gap)) < floor / 2
+            moved_before |= bool(other_mode and side * (x[n - m - 2] - level) >= base_floor)
+        run_by_run = bool(np.all(side * shift >= floor / 2)) and not moved_before
         if m <= params.confirm_points and not run_by_run:
             continue
         seg = x[start:]
@@ -77,6 +91,39 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
         if run_by_run and (not_yet_significant is None or p < not_yet_significant[1]):
             not_yet_significant = (n - m, p, level, True)
     return not_yet_significant
+
+
+def mode_gap(before: np.ndarray, sigma: float) -> float | None:
+    """The offset of a second mode (slow clocks, another placement) among the runs
+    before, or None: 2 or more, and at most 40 %, of the last 2 x LOCAL_RUNS runs sit
+    more than 2 sigma from their median, all on one side; the gap is their median's
+    distance from the median of all."""
+    runs = before[-2 * LOCAL_RUNS:]
+    if len(runs) < LOCAL_RUNS or sigma <= 0:
+        return None
+    centre = float(np.median(runs))
+    far = runs[np.abs(runs - centre) > 2 * sigma]
+    if len(far) < 2 or len(far) > 0.4 * len(runs) or not (np.all(far > centre) or np.all(far < centre)):
+        return None
+    return float(np.median(far)) - centre
+
+
+def fold_other_mode(new: np.ndarray, level: float, gap: float, floor: float) -> np.ndarray:
+    """The newest runs with those at the candidate level's other mode moved onto it.
+
+    A step against the side of the second mode (down, when the second mode is slow)
+    leaves that mode's runs near the old level: they fall back, and would count against
+    the new level. The new level is taken from the runs that moved (the first run among
+    them, and 2 at least); a later run within floor / 2 of that level + gap is its
+    other mode and is moved by -gap."""
+    side = -np.sign(gap)
+    moved = side * (new - level) >= floor / 2
+    if not moved[0] or moved.sum() < 2:
+        return new
+    target = float(np.median(new[moved])) + gap
+    other = ~moved & (np.abs(new - target) < floor / 2)
+    other[0] = False
+    return np.where(other, new - gap, new)
 
 
 def level_before(before: np.ndarray, new_median: float) -> float:
