@@ -38,8 +38,9 @@ How it decides, in five stages:
    last `confirm_points` runs that is the only way it can be reported.
 
 This module holds stages 1 and 3 and the follow-up of a known change; the rank tests
-are in `ranks`, the noise estimates in `noise`, stage 4 in `newest`, stage 5 in `jumps`, the parameters and
-result type in `model`, and family-wide FDR control in `fdr`. The public API (from
+are in `ranks`, the noise estimates in `noise`, stage 4 in `newest`, stage 5 in
+`jumps`, the parameters and result type in `model`, and family-wide FDR control in
+`fdr`. The public API (from
 `pipelines.changepoint`) is `DetectorParams`, `Change`, `detect`, `bh_adjust` and
 `select_significant`, plus `measure_at`, `confirms` and `effect_floor` for following a
 change already reported (pipelines.mining.regressions).

@@ -63,8 +63,9 @@ class Change:
     index: position (in the input, missing values included) of the first run at the new
         level. before/after: medians of the segments either side (for a change among the
         newest runs, before is the median of the 10 or 20 runs preceding it, see
-        `level_before`). rel_change: (after - before) / |before|. sigmas:
-        |after - before| in robust noise units.
+        `level_before`; for a jump in a series that wanders, the run just before it).
+        rel_change: (after - before) / |before|. sigmas: |after - before| in robust
+        noise units.
         p_value: two-sided, corrected for autocorrelation and for the split search.
         provisional: among the newest runs and not (yet) significant: within the last
         confirm_points runs, or a level of up to 5 runs that clears the floors run by
