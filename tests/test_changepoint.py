@@ -173,6 +173,25 @@ def test_a_new_levels_slow_mode_night_does_not_push_the_change_late():
     assert c.index == 30 and c.provisional and c.direction == "improvement"
 
 
+def test_a_four_run_level_with_one_run_back_at_the_old_level_is_found_at_its_first_run():
+    # A slow night (or one outlier) among the 4 runs of a young level must not hide it,
+    # nor push the report to the last 2 runs. 20 runs are too few for alpha here.
+    for seed in range(5):
+        x = _gaussian(24, seed=seed)
+        x[20:] += 0.05 * np.array([1, 1, 0, 1])
+        assert [(c.index, c.provisional) for c in detect(x)] in ([(20, True)], [(20, False)]), f"seed {seed}"
+
+
+def test_a_noisy_run_before_a_two_run_level_does_not_move_the_change_early():
+    # [noise at half the floor, old level, new, new]: the longer "level" that spares the
+    # old-level run is not preferred, because its first run is nearer the old level.
+    for seed in range(5):
+        x = _gaussian(22, seed=seed)
+        x[18] += 0.012
+        x[20:] += 0.05
+        assert [c.index for c in detect(x)] == [20], f"seed {seed}"
+
+
 @pytest.mark.parametrize("levels, runs", [((0, 4, 8, 12, 8, 4, 0), 30), ((0, 6, 2, 8, 3, 9, 1), 40)])
 def test_tent_and_alternating_levels_are_cut_at_each_step(levels, runs):
     # No single split of the whole series is strong (the tent is symmetric), so plain

@@ -34,7 +34,8 @@ How it decides, in five stages:
    level?" is asked with the position fixed in advance, so it needs no whole-series
    search correction. A new level of m runs is reported when significant at alpha;
    one that is not (yet) is reported as provisional when each of its runs clears the
-   floors (so that the case is rerun and the change confirmed or cleared). Within the
+   floors (a level of 4-5 runs may spare one: a slow night or an outlier), so that the
+   case is rerun and the change confirmed or cleared. Within the
    last `confirm_points` runs that is the only way it can be reported.
 
 This module holds stages 1 and 3 and the follow-up of a known change; the rank tests
