@@ -173,6 +173,16 @@ def test_a_new_levels_slow_mode_night_does_not_push_the_change_late():
     assert c.index == 30 and c.provisional and c.direction == "improvement"
 
 
+def test_the_search_places_a_step_at_its_run_even_when_the_runs_before_it_rank_high():
+    from pipelines.changepoint.detector import _search
+
+    # x[38] and x[39] happen to be the two highest runs of the old level: by ranks alone,
+    # the split at 38 separates best (it was found there, and then pruned).
+    x = _gaussian(46, sigma=0.005)
+    x[40:] += 0.10
+    assert _search(x, DetectorParams()) == [40]
+
+
 def test_a_four_run_level_with_one_run_back_at_the_old_level_is_found_at_its_first_run():
     # A slow night (or one outlier) among the 4 runs of a young level must not hide it,
     # nor push the report to the last 2 runs. 20 runs are too few for alpha here.
