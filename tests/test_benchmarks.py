@@ -54,6 +54,22 @@ def test_changepoint_evaluation_scores_tcpd_and_simulated_histories(tmp_path):
     assert f"{f1:.3f}" in stdout and f"{cover:.3f}" in stdout
 
 
+def test_a_nightly_alarm_first_seen_provisional_counts_once_and_as_confirmed():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import changepoint_eval
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    import numpy as np
+
+    x = 1.0 + 0.005 * np.random.default_rng(0).standard_normal(changepoint_eval.NIGHTS)
+    x[40:] += 0.10  # provisional the night it lands, confirmed a few nights later
+    counts = changepoint_eval._count_alarms(x[None, :], 1)
+    nights = changepoint_eval.NIGHTS - changepoint_eval.FIRST_ONLINE_NIGHT + 1
+    assert counts["online_confirmed"] == pytest.approx(1000.0 / nights)
+    assert counts["online_provisional"] == 0.0
+
+
 def test_changepoint_oracle_and_stage5_sensitivity_options_run(tmp_path):
     oracle = _run(["benchmarks/changepoint_eval.py", "--oracle"], tmp_path, timeout=300)
     power = {(float(ln.split()[4]), ln.split()[6]): float(ln.split()[-1]) for ln in oracle.splitlines()
