@@ -50,21 +50,21 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
       that level's own second mode counts as at the level (`fold_other_mode`), and a
       run just before m <= confirm_points runs that does so (its predecessor having
       moved) means the level began earlier. Without this a down-step of about the mode
-      gap is seen late or not at all: its slow runs land back on the old level.
+      gap is seen late or not at all: its slow runs land back on the old level. The
+      other way round, before a step towards the second mode, a run just before the m
+      runs that sits at the old level's own second mode (its predecessor not moved) is
+      a slow night of the old level, not a sign that the new level began earlier.
+    - m <= confirm_points has no test to lean on: it is reported, provisional, when it
+      passes run by run.
     - A longer m is reported when significant at alpha (not provisional; the longest
       such m wins). Failing that, a level of 3-5 runs that passes run by run is
       reported as provisional (where several do, the one with the smallest p, i.e. the
       best-placed start): a level seen for a few runs is often not yet significant in
       a short or noisy history, and flagging it is what gets the case rerun.
-    - m <= confirm_points has no test to lean on: it is reported, provisional, when it
-      passes run by run, unless a longer level that passes holds these runs and its
-      first run is nearer the level of its other runs than the level before (then the
-      change began there; reporting the last 1-2 runs would place it late). A first
-      run only half the floor out may be noise, and the change begins later.
     """
     start = cps[-1] if cps else 0
     n = len(x)
-    young = []  # levels of 3-5 runs that pass run by run but are not significant
+    not_yet_significant = None
     gap = mode_gap(x[start:n - TAIL_MAX], sigma)  # the history's second mode, if any
     for m in range(TAIL_MAX, 0, -1):
         if n - m - start < params.min_segment:
@@ -85,6 +85,10 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
             # the run before is the new level's other mode, and the one before it moved
             other_mode = abs(x[n - m - 1] - (float(np.median(new)) + gap)) < floor / 2
             moved_before |= bool(other_mode and side * (x[n - m - 2] - level) >= base_floor)
+        if moved_before and gap is not None and side * gap > 0 and n - m - 2 >= start:
+            # the run before is the old level's other mode, and the one before it did not move
+            old_other_mode = abs(x[n - m - 1] - (level + gap)) < floor / 2
+            moved_before = not (old_other_mode and side * (x[n - m - 2] - level) < base_floor)
         at_level = side * shift >= floor / 2
         spare = 1 if m >= SPARE_FROM else 0
         run_by_run = bool(at_level[0] and np.sum(~at_level) <= spare) and not moved_before
@@ -95,14 +99,12 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
         z, r = split_z(seg, np.array([k]))
         p = corrected_p(split_raw_p(seg, k, float(z[0])), split_rho(r, k), TAIL_MAX)
         if m <= params.confirm_points:
-            began_earlier = [(q, found) for q, found, first_is_new in young if first_is_new]
-            return min(began_earlier)[1] if began_earlier else (n - m, p, level, True)
+            return n - m, p, level, True
         if p <= params.alpha:
             return n - m, p, level, False
-        if run_by_run:
-            first_is_new = abs(new[0] - np.median(new[1:])) < abs(new[0] - level)
-            young.append((p, (n - m, p, level, True), bool(first_is_new)))
-    return min(young)[1] if young else None
+        if run_by_run and (not_yet_significant is None or p < not_yet_significant[1]):
+            not_yet_significant = (n - m, p, level, True)
+    return not_yet_significant
 
 
 def mode_gap(before: np.ndarray, sigma: float) -> float | None:
