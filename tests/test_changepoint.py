@@ -183,6 +183,18 @@ def test_the_search_places_a_step_at_its_run_even_when_the_runs_before_it_rank_h
     assert _search(x, DetectorParams()) == [40]
 
 
+def test_a_step_is_reported_on_every_night_from_its_first():
+    # Nights 5-10 after a step are the hand-off from the newest-runs test to the search
+    # over the whole series: the young level stays reported (provisional) until the
+    # search confirms it. It had vanished on nights 45-55, and on night 49 (9 runs at the
+    # new level) the normal approximation to the rank test had cost a factor of 600.
+    x = _gaussian(60, sigma=0.005)
+    x[40:] += 0.10
+    for t in range(41, 61):
+        assert [c.index for c in detect(x[:t])] == [40], f"{t} runs"
+    assert not detect(x[:50])[0].provisional
+
+
 def test_a_four_run_level_whose_newest_run_is_back_at_the_old_level_is_still_reported():
     # A slow night (or one outlier) among the 4 runs of a young level must not hide it
     # (each run had to clear half the floor: nothing was reported). Where the run before
