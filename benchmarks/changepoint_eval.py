@@ -24,6 +24,9 @@ read "n/a".
 With --sensitivity it runs only the TCPD scores with each constant of the detector's
 stage 5 (jumps in series that wander) moved off its default, one at a time.
 
+With --hold it runs only the check that a step, once found, stays reported on each of
+its first 16 nights (defaults for it: --series 600 --seed 99).
+
 With --oracle it runs only the power of an oracle test on bimodal noise (the law, level
 and change run known), an upper bound for recall at c+3 at a given false-alarm rate.
 
@@ -269,6 +272,22 @@ def recall(kind: str, n_series: int, rng: np.random.Generator) -> dict:
             "cells": cells, "otava_by3": None if otava_hit is None else float(otava_hit)}
 
 
+def hold(kind: str, n_series: int, rng: np.random.Generator, nights_after: int = 16) -> list[float]:
+    """Share of injected steps (as in `recall`, at a night c in [20, 44]) that the detector
+    reports (index within +-1, provisional or confirmed) when run on the nights up to
+    c+j, for each j = 0..nights_after-1: does a step stay reported night after night, in
+    particular across the hand-off from the newest-runs test to the whole-series search?"""
+    step = rng.choice(STEPS, size=n_series)
+    mult = rng.choice(SIGMA_MULTIPLES, size=n_series)
+    change = rng.integers(FIRST_ONLINE_NIGHT, NIGHTS - nights_after + 1, size=n_series)
+    sign = rng.choice([-1.0, 1.0], size=n_series)
+    hist = 1.0 + (step / mult)[:, None] * _unit_noise(kind, rng, (n_series, NIGHTS))
+    hist += (np.arange(NIGHTS)[None, :] >= change[:, None]) * (sign * step)[:, None]
+    seen = [[any(abs(ch.index - c) <= 1 for ch in detect(x[:c + j + 1])) for j in range(nights_after)]
+            for x, c in zip(hist, change)]
+    return np.mean(seen, axis=0).tolist()
+
+
 def oracle_power(n_draws: int = 200_000, seed: int = 1) -> list[tuple[float, float, float]]:
     """Power of an oracle on bimodal noise, as an upper bound for the newest-runs test:
     it knows the noise law, the level before and the change run, and takes the 4 runs
@@ -321,11 +340,13 @@ def _report_drift(n_series: int, seed: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--series", type=int, default=None,
-                    help="simulated histories per noise kind and test (default 2000; 120 with --drift)")
+                    help="simulated histories per noise kind and test (default 2000; 120 with --drift, 600 with --hold)")
     ap.add_argument("--online", type=int, default=1000, help="change-free histories replayed night by night")
-    ap.add_argument("--seed", type=int, default=None, help="default 20260101; 5 with --drift")
+    ap.add_argument("--seed", type=int, default=None, help="default 20260101; 5 with --drift, 99 with --hold")
     ap.add_argument("--per-series", action="store_true", help="print TCPD scores per series")
     ap.add_argument("--drift", action="store_true", help="run only the drifting-history check")
+    ap.add_argument("--hold", action="store_true",
+                    help="run only the check that a step stays reported on each of its first 16 nights")
     ap.add_argument("--oracle", action="store_true",
                     help="run only the oracle's power on bimodal noise (an upper bound at c+3)")
     ap.add_argument("--sensitivity", action="store_true",
@@ -336,6 +357,16 @@ def main() -> None:
     print(f"detector under test: {detect.__code__.co_filename}")
     if args.drift:
         _report_drift(args.series or 120, 5 if args.seed is None else args.seed)
+        print(f"\nwall time {time.perf_counter() - t0:.0f} s")
+        return
+    if args.hold:
+        n, seed = args.series or 600, 99 if args.seed is None else args.seed
+        rng = np.random.default_rng(seed)
+        print(f"Steps still reported on night c+j ({n} histories per noise kind, seed {seed}; step night c in "
+              f"[{FIRST_ONLINE_NIGHT}, {NIGHTS - 16}])")
+        print(f"{'noise':12s} " + " ".join(f"{f'c+{j}':>5s}" for j in range(16)))
+        for kind in NOISE_KINDS:
+            print(f"{kind:12s} " + " ".join(f"{v:5.2f}" for v in hold(kind, n, rng)))
         print(f"\nwall time {time.perf_counter() - t0:.0f} s")
         return
     if args.oracle:

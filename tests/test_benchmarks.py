@@ -70,6 +70,13 @@ def test_a_nightly_alarm_first_seen_provisional_counts_once_and_as_confirmed():
     assert counts["online_provisional"] == 0.0
 
 
+def test_changepoint_hold_option_reports_a_share_per_night(tmp_path):
+    out = _run(["benchmarks/changepoint_eval.py", "--hold", "--series", "6"], tmp_path, timeout=300)
+    rows = {ln.split()[0]: [float(v) for v in ln.split()[1:]] for ln in out.splitlines()
+            if ln.split() and ln.split()[0] in ("gaussian", "student_t3", "bimodal", "ar1_0.5")}
+    assert len(rows) == 4 and all(len(v) == 16 and all(0.0 <= f <= 1.0 for f in v) for v in rows.values())
+
+
 def test_changepoint_oracle_and_stage5_sensitivity_options_run(tmp_path):
     oracle = _run(["benchmarks/changepoint_eval.py", "--oracle"], tmp_path, timeout=300)
     power = {(float(ln.split()[4]), ln.split()[6]): float(ln.split()[-1]) for ln in oracle.splitlines()
