@@ -210,8 +210,8 @@ def test_a_four_run_level_whose_newest_run_is_back_at_the_old_level_is_still_rep
 
 
 def test_a_noisy_run_before_a_two_run_level_does_not_move_the_change_early():
-    # [noise at half the floor, old level, new, new]: the longer "level" that spares the
-    # old-level run is not preferred, because its first run is nearer the old level.
+    # [noise at half the floor, old level, new, new]: the 2-run level is reported, not
+    # the 4-run "level" that would spare the old-level run and begin at the noisy one.
     for seed in range(5):
         x = _gaussian(22, seed=seed)
         x[18] += 0.012

@@ -14,8 +14,9 @@ How it decides, in five stages:
    tent or an alternating sequence of levels has no strong single split overall, but
    each of its steps stands out locally. Ranks make the search blind to outlier size
    and tails; a candidate is then moved to the split with the least absolute deviation
-   within 5 runs (ranks say that a change is there, magnitudes place it). Autocorrelation is not corrected for here: it is a property of the
-   noise, and is measured once the level changes are known.
+   within 5 runs (ranks say that a change is there, magnitudes place it).
+   Autocorrelation is not corrected for here: it is a property of the noise, and is
+   measured once the level changes are known.
 2. Noise: the robust scale (1.4826 x MAD) and the lag-1 autocorrelation of the ranks,
    both from the residuals of the candidate segmentation, for the whole series (and
    again after pruning, see stage 3).
@@ -36,8 +37,9 @@ How it decides, in five stages:
    search correction. A new level of m runs is reported when significant at alpha;
    one that is not (yet) is reported as provisional when each of its runs clears the
    floors (a level of 4-5 runs may spare one: a slow night or an outlier), so that the
-   case is rerun and the change confirmed or cleared. Within the
-   last `confirm_points` runs that is the only way it can be reported.
+   case is rerun and the change confirmed or cleared. Within the last `confirm_points`
+   runs that is the only way it can be reported. A level of 6-10 runs that the search
+   has not confirmed yet stays reported, provisional.
 
 This module holds stages 1 and 3 and the follow-up of a known change; the rank tests
 are in `ranks`, the noise estimates in `noise`, stage 4 in `newest`, stage 5 in

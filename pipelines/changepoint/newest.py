@@ -64,14 +64,14 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
       a slow night of the old level, not a sign that the new level began earlier.
     - m <= confirm_points has no test to lean on: it is reported, provisional, when it
       passes run by run.
-    - Failing all of these, a young level of TAIL_MAX + 1 to YOUNG_MAX runs that passes
-      run by run is reported, provisional (the smallest p): the whole-series search
-      has not confirmed it yet, and the level must not vanish meanwhile.
     - A longer m is reported when significant at alpha (not provisional; the longest
       such m wins). Failing that, a level of 3-5 runs that passes run by run is
       reported as provisional (where several do, the one with the smallest p, i.e. the
       best-placed start): a level seen for a few runs is often not yet significant in
       a short or noisy history, and flagging it is what gets the case rerun.
+    - Failing all of these, a young level of TAIL_MAX + 1 to YOUNG_MAX runs that passes
+      run by run is reported, provisional (the smallest p): the whole-series search
+      has not confirmed it yet, and the level must not vanish meanwhile.
     """
     start = cps[-1] if cps else 0
     n = len(x)
