@@ -178,10 +178,10 @@ def _refine(seg: np.ndarray, k: int, min_segment: int) -> int:
     step at 40 was split at 38). The misplaced split then leaves old runs in the new
     segment, which read as autocorrelation, and pruning dropped the change."""
     lo, hi = max(min_segment, k - REFINE_RUNS), min(len(seg) - min_segment, k + REFINE_RUNS)
-    costs = {j: float(np.abs(seg[:j] - np.median(seg[:j])).sum() + np.abs(seg[j:] - np.median(seg[j:])).sum())
-             for j in range(lo, hi + 1)}
-    best = min(costs.values())
-    return k if costs.get(k) == best else min((j for j in costs if costs[j] == best), key=lambda j: abs(j - k))
+    def cost(j: int) -> float:
+        return float(np.abs(seg[:j] - np.median(seg[:j])).sum() + np.abs(seg[j:] - np.median(seg[j:])).sum())
+
+    return min(range(lo, hi + 1), key=lambda j: (cost(j), abs(j - k)))
 
 
 def _search(x: np.ndarray, params: DetectorParams) -> list[int]:
