@@ -209,12 +209,14 @@ def test_a_four_run_level_whose_newest_run_is_back_at_the_old_level_is_still_rep
     assert found.count(20) >= 4
 
 
-def test_a_noisy_run_before_a_two_run_level_does_not_move_the_change_early():
-    # [noise at half the floor, old level, new, new]: the 2-run level is reported, not
-    # the 4-run "level" that would spare the old-level run and begin at the noisy one.
+@pytest.mark.parametrize("noise", [0.012, 0.025])
+def test_a_noisy_run_before_a_two_run_level_does_not_move_the_change_early(noise):
+    # [noise at half the floor or past the whole floor, old level, new, new]: the 2-run
+    # level is reported, not the 4-run "level" that would spare the old-level run and
+    # begin at the noisy one (Gaussian noise strays to neither side).
     for seed in range(5):
         x = _gaussian(22, seed=seed)
-        x[18] += 0.012
+        x[18] += noise
         x[20:] += 0.05
         assert [c.index for c in detect(x)] == [20], f"seed {seed}"
 
@@ -230,6 +232,35 @@ def test_a_slow_night_just_before_a_step_up_does_not_pull_the_change_early():
         x[30:] += 0.06
         placed += [c.index for c in detect(x)]
     assert placed.count(30) >= 6 and set(placed) <= {29, 30}, placed
+
+
+def test_a_slow_night_among_a_new_levels_runs_does_not_push_a_step_down_late():
+    # A two-mode history with one fast outlier (so `mode_gap` finds no clean second mode)
+    # steps down at 30; the new level's slow night at 31 lands back above the old level.
+    # The 4-run level sparing it is reported, not the last 2 runs (main put 4 of 8 at 32).
+    placed = []
+    for seed in range(8):
+        x = _gaussian(34, seed=seed)
+        x[:30:4] += 0.04  # slow nights, 4 noise widths up
+        x[13] -= 0.035  # one fast outlier
+        x[30:] -= 0.04
+        x[31] += 0.045
+        placed += [c.index for c in detect(x)]
+    assert placed.count(30) >= 6, placed
+
+
+def test_a_slow_night_two_runs_before_a_step_up_does_not_pull_the_change_early():
+    # [slow night, old level, new, new] before a step towards the slow mode: the slow
+    # night is no first run of a 4-run level (the history strays on the step's side).
+    # Preferring the 4-run level there placed all 8 at 28.
+    placed = []
+    for seed in range(8):
+        x = _gaussian(32, seed=seed)
+        x[:30:4] += 0.04
+        x[28:30] = [1.04, 1.0]
+        x[30:] += 0.05
+        placed += [c.index for c in detect(x)]
+    assert placed.count(30) >= 7, placed
 
 
 @pytest.mark.parametrize("levels, runs", [((0, 4, 8, 12, 8, 4, 0), 30), ((0, 6, 2, 8, 3, 9, 1), 40)])

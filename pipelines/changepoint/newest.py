@@ -63,7 +63,13 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
       runs that sits at the old level's own second mode (its predecessor not moved) is
       a slow night of the old level, not a sign that the new level began earlier.
     - m <= confirm_points has no test to lean on: it is reported, provisional, when it
-      passes run by run.
+      passes run by run. But where a level of 3-5 runs that contains it also passes run
+      by run, its first run clears the whole floor, and the history strays the other way
+      (`heavy_side`: slow nights above a step down), that level is reported instead: the
+      run it spares is most likely the new level's slow night, and the last 1-2 runs
+      would place the change late. Where the history strays on the step's side, or on
+      neither, a noisy old run is as likely the first of the "longer level", and the
+      1-2-run level stands (preferring the longer level there cost recall at c+1).
     - A longer m is reported when significant at alpha (not provisional; the longest
       such m wins). Failing that, a level of 3-5 runs that passes run by run is
       reported as provisional (where several do, the one with the smallest p, i.e. the
@@ -75,8 +81,9 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
     """
     start = cps[-1] if cps else 0
     n = len(x)
-    not_yet_significant = older = None
+    not_yet_significant = older = firm = None
     gap = mode_gap(x[start:n - TAIL_MAX], sigma)  # the history's second mode, if any
+    heavy = heavy_side(x[start:n - TAIL_MAX], sigma)  # the side its stray runs fall on
     for m in range(YOUNG_MAX, 0, -1):
         if n - m - start < params.min_segment:
             continue
@@ -110,6 +117,8 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
         z, r = split_z(seg, np.array([k]))
         p = corrected_p(split_raw_p(seg, k, float(z[0])), split_rho(r, k), TAIL_MAX)
         if m <= params.confirm_points:
+            if firm is not None and firm[4] == side:
+                return firm[:4]  # the 1-2 runs are the end of a longer level
             return n - m, p, level, True
         if p <= params.alpha and m <= TAIL_MAX:
             return n - m, p, level, False
@@ -119,6 +128,9 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
             continue
         if run_by_run and (not_yet_significant is None or p < not_yet_significant[1]):
             not_yet_significant = (n - m, p, level, True)
+        if run_by_run and side * shift[0] >= base_floor and heavy == -side:
+            if firm is None or p < firm[1]:  # a 3-5-run level the newest runs may end
+                firm = (n - m, p, level, True, side)
     return not_yet_significant or older
 
 
@@ -135,6 +147,28 @@ def mode_gap(before: np.ndarray, sigma: float) -> float | None:
     if len(far) < 2 or len(far) > 0.4 * len(runs) or not (np.all(far > centre) or np.all(far < centre)):
         return None
     return float(np.median(far)) - centre
+
+
+def heavy_side(before: np.ndarray, sigma: float) -> int:
+    """+1 or -1: the side on which the last 2 x LOCAL_RUNS runs before stray from their
+    median by more than 1.5 sigma (3 or more of them, and 3 times as many as on the
+    other side), else 0.
+
+    Looser than `mode_gap`, which needs every stray run on one side: a two-mode history
+    with one fast outlier still has a heavy (slow) side. Gaussian noise has one in about
+    1 history of 5, which is why `tail_change` also asks the longer level's first run to
+    clear the whole floor."""
+    runs = before[-2 * LOCAL_RUNS:]
+    if len(runs) < LOCAL_RUNS or sigma <= 0:
+        return 0
+    centre = float(np.median(runs))
+    above = int(np.sum(runs > centre + 1.5 * sigma))
+    below = int(np.sum(runs < centre - 1.5 * sigma))
+    if above >= 3 and above >= 3 * below:
+        return 1
+    if below >= 3 and below >= 3 * above:
+        return -1
+    return 0
 
 
 def fold_other_mode(new: np.ndarray, level: float, gap: float, floor: float) -> np.ndarray:
