@@ -242,15 +242,23 @@ def drift_alarms(kind: str, drift: float, n_series: int, rng: np.random.Generato
     return _count_alarms(hist, n_series)
 
 
-def recall(kind: str, n_series: int, rng: np.random.Generator) -> dict:
-    """Recall of injected steps within j = 0..3 runs after the change (index within +-1)."""
+def _step_histories(kind: str, n_series: int, rng: np.random.Generator, change_before: int):
+    """Histories with one injected step each: a relative size from STEPS at a multiple of
+    the noise from SIGMA_MULTIPLES (so the noise is step / multiple), at a night drawn
+    from [FIRST_ONLINE_NIGHT, change_before), up or down. Returns (step, mult, change,
+    hist)."""
     step = rng.choice(STEPS, size=n_series)
     mult = rng.choice(SIGMA_MULTIPLES, size=n_series)
-    change = rng.integers(FIRST_ONLINE_NIGHT, NIGHTS - 3, size=n_series)
+    change = rng.integers(FIRST_ONLINE_NIGHT, change_before, size=n_series)
     sign = rng.choice([-1.0, 1.0], size=n_series)
-    noise = _unit_noise(kind, rng, (n_series, NIGHTS))
-    hist = 1.0 + (step / mult)[:, None] * noise
+    hist = 1.0 + (step / mult)[:, None] * _unit_noise(kind, rng, (n_series, NIGHTS))
     hist += (np.arange(NIGHTS)[None, :] >= change[:, None]) * (sign * step)[:, None]
+    return step, mult, change, hist
+
+
+def recall(kind: str, n_series: int, rng: np.random.Generator) -> dict:
+    """Recall of injected steps within j = 0..3 runs after the change (index within +-1)."""
+    step, mult, change, hist = _step_histories(kind, n_series, rng, NIGHTS - 3)
     any_by = np.zeros((n_series, 4), bool)  # any report (provisional included) by run c+j
     confirmed_by3 = np.zeros(n_series, bool)
     for i, x in enumerate(hist):
@@ -277,12 +285,7 @@ def hold(kind: str, n_series: int, rng: np.random.Generator, nights_after: int =
     reports (index within +-1, provisional or confirmed) when run on the nights up to
     c+j, for each j = 0..nights_after-1: does a step stay reported night after night, in
     particular across the hand-off from the newest-runs test to the whole-series search?"""
-    step = rng.choice(STEPS, size=n_series)
-    mult = rng.choice(SIGMA_MULTIPLES, size=n_series)
-    change = rng.integers(FIRST_ONLINE_NIGHT, NIGHTS - nights_after + 1, size=n_series)
-    sign = rng.choice([-1.0, 1.0], size=n_series)
-    hist = 1.0 + (step / mult)[:, None] * _unit_noise(kind, rng, (n_series, NIGHTS))
-    hist += (np.arange(NIGHTS)[None, :] >= change[:, None]) * (sign * step)[:, None]
+    _, _, change, hist = _step_histories(kind, n_series, rng, NIGHTS - nights_after + 1)
     seen = [[any(abs(ch.index - c) <= 1 for ch in detect(x[:c + j + 1])) for j in range(nights_after)]
             for x, c in zip(hist, change)]
     return np.mean(seen, axis=0).tolist()

@@ -34,14 +34,20 @@ def test_scale_benchmark_engines_agree_on_every_case_median(tmp_path):
     assert 0 < jvm["heap_peak_gib"]
 
 
-def test_changepoint_evaluation_scores_tcpd_and_simulated_histories(tmp_path):
-    from pipelines.changepoint import covering, detect, f1_score
-
+def _changepoint_eval():
+    """benchmarks/changepoint_eval.py as a module (benchmarks/ is not a package)."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     try:
         import changepoint_eval
     finally:
         sys.path.remove(str(REPO / "benchmarks"))
+    return changepoint_eval
+
+
+def test_changepoint_evaluation_scores_tcpd_and_simulated_histories(tmp_path):
+    from pipelines.changepoint import covering, detect, f1_score
+
+    changepoint_eval = _changepoint_eval()
     if not (changepoint_eval.TCPD_DIR / "annotations.json").exists():
         pytest.skip(f"no TCPD series at {changepoint_eval.TCPD_DIR}")
     stdout = _run(["benchmarks/changepoint_eval.py", "--series", "30", "--online", "3"], tmp_path, timeout=600)
@@ -55,12 +61,9 @@ def test_changepoint_evaluation_scores_tcpd_and_simulated_histories(tmp_path):
 
 
 def test_a_nightly_alarm_first_seen_provisional_counts_once_and_as_confirmed():
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        import changepoint_eval
-    finally:
-        sys.path.remove(str(REPO / "benchmarks"))
     import numpy as np
+
+    changepoint_eval = _changepoint_eval()
 
     x = 1.0 + 0.005 * np.random.default_rng(0).standard_normal(changepoint_eval.NIGHTS)
     x[40:] += 0.10  # provisional the night it lands, confirmed a few nights later
