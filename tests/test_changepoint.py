@@ -105,24 +105,6 @@ def test_noise_autocorrelation_is_measured_about_the_levels():
     assert noise_rho(steps, []) > 0.7  # the steps read as autocorrelation if not cut
 
 
-def test_the_split_autocorrelation_of_a_short_history_is_not_biased_low():
-    from scipy.stats import rankdata
-
-    from pipelines.changepoint.ranks import split_rho
-
-    # 30 runs of AR(1) 0.5 split in two: the raw lag-1 estimate about the two segment
-    # means reads ~0.32 on average; the rank autocorrelation it estimates is 0.48.
-    rng = np.random.default_rng(4)
-    rhos = []
-    for _ in range(1000):
-        x = np.empty(30)
-        x[0] = rng.standard_normal()
-        for t in range(1, 30):
-            x[t] = 0.5 * x[t - 1] + np.sqrt(0.75) * rng.standard_normal()
-        rhos.append(split_rho(rankdata(x), 15))
-    assert np.mean(rhos) == pytest.approx(6 / np.pi * np.arcsin(0.25), abs=0.05)
-
-
 def test_a_slow_drift_is_not_cut_into_steps():
     for seed in range(5):
         x = np.linspace(1.0, 1.1, 200) + 0.01 * np.random.default_rng(seed).standard_normal(200)

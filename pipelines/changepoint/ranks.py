@@ -40,24 +40,12 @@ def split_z(seg: np.ndarray, ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def split_rho(r: np.ndarray, k: int) -> float:
     """Lag-1 autocorrelation of the ranks once the two segment means are removed,
-    corrected for its small-sample bias, clipped to [0, MAX_RHO] (negative
-    autocorrelation is not used to sharpen tests).
-
-    The sample lag-1 autocorrelation about an estimated mean reads low by about
-    (1 + 3 rho) / n (Marriott and Pope 1954), and here two means are estimated. On the
-    20-60 runs of a nightly history that is 0.05-0.15 at rho 0.5: without the correction
-    the newest-runs test underrated AR(1) noise and confirmed 16 of 36 nightly false
-    alarms on change-free AR(1) histories (10 of 32 with it; see NOTES-changepoint.md).
-    The whole-series noise estimate (`noise.noise_rho`) is left uncorrected: there the
-    correction delayed the search's confirmation of real AR(1) steps by several nights."""
+    clipped to [0, MAX_RHO] (negative autocorrelation is not used to sharpen tests)."""
     e = r.astype(float).copy()
     e[:k] -= e[:k].mean()
     e[k:] -= e[k:].mean()
     den = float(np.dot(e, e))
-    if den <= 0:
-        return 0.0
-    rho = float(np.dot(e[1:], e[:-1]) / den)
-    return float(np.clip(rho + (1 + 3 * rho) * 2.0 / len(r), 0.0, MAX_RHO))
+    return float(np.clip(np.dot(e[1:], e[:-1]) / den, 0.0, MAX_RHO)) if den > 0 else 0.0
 
 
 def corrected_p(p_raw: float, rho: float, n_tests: int) -> float:
