@@ -237,7 +237,8 @@ def test_a_slow_night_just_before_a_step_up_does_not_pull_the_change_early():
 def test_a_slow_night_among_a_new_levels_runs_does_not_push_a_step_down_late():
     # A two-mode history with one fast outlier (so `mode_gap` finds no clean second mode)
     # steps down at 30; the new level's slow night at 31 lands back above the old level.
-    # The 4-run level sparing it is reported, not the last 2 runs (main put 4 of 8 at 32).
+    # The 4-run level sparing it is reported, not the last 2 runs (without this rule, 4
+    # of 8 seeds were placed at 32).
     placed = []
     for seed in range(8):
         x = _gaussian(34, seed=seed)
