@@ -58,6 +58,8 @@ TCPD_DIR = Path("/work/shared/eval/tcpd")
 OTAVA_PYTHON = Path("/tmp/otava-venv/bin/python")
 NIGHTS = 60
 FIRST_ONLINE_NIGHT = 20
+# --hold follows each step over its first HOLD_NIGHTS nights (c+0 .. c+HOLD_NIGHTS-1).
+HOLD_NIGHTS = 16
 STEPS = (0.03, 0.05, 0.10)
 SIGMA_MULTIPLES = (3.0, 4.0, 6.0)
 NOISE_KINDS = ("gaussian", "student_t3", "bimodal", "ar1_0.5")
@@ -280,7 +282,7 @@ def recall(kind: str, n_series: int, rng: np.random.Generator) -> dict:
             "cells": cells, "otava_by3": None if otava_hit is None else float(otava_hit)}
 
 
-def hold(kind: str, n_series: int, rng: np.random.Generator, nights_after: int = 16) -> list[float]:
+def hold(kind: str, n_series: int, rng: np.random.Generator, nights_after: int = HOLD_NIGHTS) -> list[float]:
     """Share of injected steps (as in `recall`, at a night c in [20, 44]) that the detector
     reports (index within +-1, provisional or confirmed) when run on the nights up to
     c+j, for each j = 0..nights_after-1: does a step stay reported night after night, in
@@ -366,8 +368,8 @@ def main() -> None:
         n, seed = args.series or 600, 99 if args.seed is None else args.seed
         rng = np.random.default_rng(seed)
         print(f"Steps still reported on night c+j ({n} histories per noise kind, seed {seed}; step night c in "
-              f"[{FIRST_ONLINE_NIGHT}, {NIGHTS - 16}])")
-        print(f"{'noise':12s} " + " ".join(f"{f'c+{j}':>5s}" for j in range(16)))
+              f"[{FIRST_ONLINE_NIGHT}, {NIGHTS - HOLD_NIGHTS}])")
+        print(f"{'noise':12s} " + " ".join(f"{f'c+{j}':>5s}" for j in range(HOLD_NIGHTS)))
         for kind in NOISE_KINDS:
             print(f"{kind:12s} " + " ".join(f"{v:5.2f}" for v in hold(kind, n, rng)))
         print(f"\nwall time {time.perf_counter() - t0:.0f} s")

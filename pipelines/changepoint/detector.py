@@ -39,8 +39,8 @@ How it decides, in five stages:
    floors (a level of 4-5 runs may spare one: a slow night or an outlier), so that the
    case is rerun and the change confirmed or cleared. Within the last `confirm_points`
    runs that is the only way it can be reported (unless they end a longer young level
-   whose spared run is explained by the history's slow side, see `tail_change`). A level of 6-10 runs that the search
-   has not confirmed yet stays reported, provisional.
+   whose spared run is explained by the history's slow side, see `tail_change`). A
+   level of 6-10 runs that the search has not confirmed yet stays reported, provisional.
 
 This module holds stages 1 and 3 and the follow-up of a known change; the rank tests
 are in `ranks`, the noise estimates in `noise`, stage 4 in `newest`, stage 5 in

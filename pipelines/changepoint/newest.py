@@ -134,15 +134,24 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
     return not_yet_significant or older
 
 
+def _recent_runs(before: np.ndarray, sigma: float) -> tuple[np.ndarray, float] | None:
+    """The last 2 x LOCAL_RUNS runs of `before` and their median, or None where there are
+    fewer than LOCAL_RUNS or no noise scale (too little to tell stray runs)."""
+    runs = before[-2 * LOCAL_RUNS:]
+    if len(runs) < LOCAL_RUNS or sigma <= 0:
+        return None
+    return runs, float(np.median(runs))
+
+
 def mode_gap(before: np.ndarray, sigma: float) -> float | None:
     """The offset of a second mode (slow clocks, another placement) among the runs
     before, or None: 2 or more, and at most 40 %, of the last 2 x LOCAL_RUNS runs sit
     more than 2 sigma from their median, all on one side; the gap is their median's
     distance from the median of all."""
-    runs = before[-2 * LOCAL_RUNS:]
-    if len(runs) < LOCAL_RUNS or sigma <= 0:
+    recent = _recent_runs(before, sigma)
+    if recent is None:
         return None
-    centre = float(np.median(runs))
+    runs, centre = recent
     far = runs[np.abs(runs - centre) > 2 * sigma]
     if len(far) < 2 or len(far) > 0.4 * len(runs) or not (np.all(far > centre) or np.all(far < centre)):
         return None
@@ -158,10 +167,10 @@ def heavy_side(before: np.ndarray, sigma: float) -> int:
     with one fast outlier still has a heavy (slow) side. Gaussian noise has one in about
     1 history of 5, which is why `tail_change` also asks the longer level's first run to
     clear the whole floor."""
-    runs = before[-2 * LOCAL_RUNS:]
-    if len(runs) < LOCAL_RUNS or sigma <= 0:
+    recent = _recent_runs(before, sigma)
+    if recent is None:
         return 0
-    centre = float(np.median(runs))
+    runs, centre = recent
     above = int(np.sum(runs > centre + 1.5 * sigma))
     below = int(np.sum(runs < centre - 1.5 * sigma))
     if above >= 3 and above >= 3 * below:
