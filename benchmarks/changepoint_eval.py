@@ -1,25 +1,44 @@
 """Score pipelines.changepoint.detect on labelled series and on simulated nightly histories.
 
-Two evaluations, both with the detector's default parameters (no per-series tuning):
+Three evaluations, all with the detector's default parameters (no per-series tuning):
 
-1. TCPD: every series in /work/shared/eval/tcpd that annotations.json lists; TCPDBench's
-   F1 (margin 5) and segmentation covering, averaged over series, side by side with the
-   "zero" baseline (no change) and Apache Otava 0.8 (defaults: window 50, p 0.001).
+1. TCPD: every series that annotations.json lists in the TCPD directory (`tcpd_dir`:
+   $PERFLAKE_TCPD_DIR, else the checkout's sibling `shared/eval/tcpd`, i.e.
+   ../shared/eval/tcpd from the repository root); TCPDBench's F1 (margin 5) and
+   segmentation covering, averaged over series, side by side with the "zero" baseline
+   (no change) and Apache Otava 0.8 (defaults: window 50, p 0.001).
    Missing values (TCPD's nulls) are dropped before detection and the reported indices
    are mapped back to the original positions, for every method alike.
-2. Simulated histories of 60 nights with Gaussian, Student-t(3), bimodal and AR(1,
-   phi=0.5) noise, each scaled to robust sigma 1 (1.4826 x MAD of the population):
+2. Wide histories (the default run; `wide_histories`): noise family (Gaussian,
+   Student-t with 2.5-6 degrees of freedom, bimodal with a second mode 3-6 sigma slow on
+   10-35 % of nights, AR(1) with lag-1 autocorrelation 0.3-0.85), noise 0.2-3 % of the
+   level, 30-400 nights, 0-2 steps of 1-30 robust sigma anywhere from night 10 to the
+   last night (one in five in the last 5 nights), all drawn per history. Detector and
+   Otava run once on each whole history; a true change is found when a report lies
+   within 3 nights of it (one report per change). Recall by family and by size; false
+   alarms are confirmed reports matching no change, per 1,000 nights of change-free
+   histories (and of all histories). Two seeds: a development seed, and a held-out seed
+   (HELDOUT_SEED) that no choice of the detector was tuned on.
+3. With --nightly: the earlier simulated evaluation, histories of 60 nights with
+   Gaussian, Student-t(3), bimodal and AR(1, phi=0.5) noise, each scaled to robust sigma
+   1 (1.4826 x MAD of the population):
    (i) change-free histories, false alarms per 1,000 series-nights, whole-history
    (detector run once on 60 nights) and nightly (run on every prefix from night 20, an
    alarm counted once per index, as confirmed if it is ever reported confirmed); (ii) a
    step of 3/5/10 % at 3/4/6 sigma at a random night c in [20, 56], recall when run on
    the nights up to c+j, j = 0..3.
 
-Otava runs in its own virtual environment (default /tmp/otava-venv) as a subprocess so
-the project environment stays clean; if that interpreter is missing, Otava's columns
-read "n/a".
+Otava runs in its own virtual environment as a subprocess so the project environment
+stays clean: $PERFLAKE_OTAVA_PYTHON, else otava-venv/bin/python in the system's temporary
+directory, made with
 
-    .venv/bin/python benchmarks/changepoint_eval.py [--series 2000] [--online 1000]
+    python3.11 -m venv "${TMPDIR:-/tmp}/otava-venv"
+    "${TMPDIR:-/tmp}/otava-venv/bin/pip" install "apache-otava==0.8.*"
+
+If that interpreter is missing, Otava's columns read "n/a".
+
+    .venv/bin/python benchmarks/changepoint_eval.py [--series 600] [--seed N]
+    .venv/bin/python benchmarks/changepoint_eval.py --nightly [--series 2000] [--online 1000]
 
 With --sensitivity it runs only the TCPD scores with each constant of the detector's
 stage 5 (jumps in series that wander) moved off its default, one at a time.
@@ -40,8 +59,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -50,12 +71,23 @@ import numpy as np
 # Run as a script, this file would import `pipelines` through the virtualenv's editable
 # install, i.e. from whichever checkout that install points at (in a git worktree: the
 # main checkout, not the code under test). Put this checkout first.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # = REPO
 
 from pipelines.changepoint import covering, detect, f1_score  # noqa: E402
 
-TCPD_DIR = Path("/work/shared/eval/tcpd")
-OTAVA_PYTHON = Path("/tmp/otava-venv/bin/python")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tcpd_dir() -> Path:
+    """Where the TCPD series are: $PERFLAKE_TCPD_DIR, else shared/eval/tcpd beside the
+    checkout (the repository root's parent holds `shared/`)."""
+    env = os.environ.get("PERFLAKE_TCPD_DIR")
+    return Path(env) if env else REPO.parent / "shared" / "eval" / "tcpd"
+
+
+TCPD_DIR = tcpd_dir()
+OTAVA_PYTHON = Path(os.environ.get("PERFLAKE_OTAVA_PYTHON")
+                    or Path(tempfile.gettempdir()) / "otava-venv" / "bin" / "python")
 NIGHTS = 60
 FIRST_ONLINE_NIGHT = 20
 # --hold follows each step over its first HOLD_NIGHTS nights (c+0 .. c+HOLD_NIGHTS-1).
@@ -322,6 +354,174 @@ def oracle_power(n_draws: int = 200_000, seed: int = 1) -> list[tuple[float, flo
     return rows
 
 
+# --- wide histories: families, sizes, positions and lengths drawn per history ----------
+
+WIDE_FAMILIES = ("gaussian", "student_t", "bimodal", "ar1")
+DEV_SEED = 1
+HELDOUT_SEED = 20261124  # never tuned on: run it to report, not to choose
+MATCH_NIGHTS = 3  # a report within this many nights of a change finds it
+SIGMA_CLASSES = ((1, 2), (2, 3), (3, 5), (5, 10), (10, 31))
+HEADLINE = (0.03, 3.0)  # the promise: steps of >= 3 % and >= 3 robust sigma
+
+
+def _robust_scale(cdf, lo: float = -50.0, hi: float = 50.0) -> tuple[float, float]:
+    """(median, 1.4826 x MAD) of a continuous law given by its CDF."""
+    from scipy.optimize import brentq
+
+    med = brentq(lambda v: cdf(v) - 0.5, lo, hi)
+    mad = brentq(lambda d: cdf(med + d) - cdf(med - d) - 0.5, 1e-9, hi)
+    return med, 1.4826 * mad
+
+
+def wide_noise(family: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, str]:
+    """n nights of noise of `family` with robust sigma 1 (population 1.4826 x MAD about
+    the median, median 0), its parameters drawn, and a label of those parameters."""
+    from scipy.stats import norm, t as student
+
+    if family == "gaussian":
+        return rng.standard_normal(n), "gaussian"
+    if family == "student_t":
+        df = float(rng.uniform(2.5, 6.0))
+        return rng.standard_t(df, n) / (1.4826 * student.ppf(0.75, df)), f"t{df:.1f}"
+    if family == "bimodal":  # a slow second mode (clocks, placement) on some nights
+        share, gap = float(rng.uniform(0.10, 0.35)), float(rng.uniform(3.0, 6.0))
+        med, scale = _robust_scale(lambda v: (1 - share) * norm.cdf(v) + share * norm.cdf(v - gap))
+        x = rng.standard_normal(n) + gap * (rng.random(n) < share)
+        return (x - med) / scale, f"bimodal {share:.2f}@{gap:.1f}"
+    if family == "ar1":
+        phi = float(rng.uniform(0.3, 0.85))
+        eps = rng.standard_normal(n) * np.sqrt(1 - phi**2)
+        x = np.empty(n)
+        x[0] = rng.standard_normal()
+        for t in range(1, n):
+            x[t] = phi * x[t - 1] + eps[t]
+        return x, f"ar1 {phi:.2f}"
+    raise ValueError(f"unknown noise family {family!r}")
+
+
+def wide_histories(n_per_family: int, seed: int) -> list[dict]:
+    """Labelled histories: per family, n_per_family draws of length (30-400 nights,
+    log-uniform), noise (0.2-3 % of the level, log-uniform) and 0 (30 %), 1 (45 %) or
+    2 (25 %) steps, each 1-30 robust sigma (log-uniform), up or down, at a night from 10
+    to the last (one in five within the last 5 nights), 10 nights apart at least.
+    Each: {"family", "label", "x", "changes": [(night, rel size, sigmas)]}."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for family in WIDE_FAMILIES:
+        for _ in range(n_per_family):
+            n = int(np.exp(rng.uniform(np.log(30), np.log(401))))
+            noise = float(np.exp(rng.uniform(np.log(0.002), np.log(0.03))))
+            unit, label = wide_noise(family, n, rng)
+            x = 1.0 + noise * unit
+            k = int(rng.choice([0, 1, 2], p=[0.30, 0.45, 0.25]))
+            nights: list[int] = []
+            for _ in range(50):  # draw positions until k fit 10 nights apart
+                if len(nights) == k:
+                    break
+                c = int(rng.integers(max(10, n - 5), n)) if rng.random() < 0.2 else int(rng.integers(10, n))
+                if all(abs(c - o) >= 10 for o in nights):
+                    nights.append(c)
+            changes = []
+            for c in sorted(nights):
+                sig = float(np.exp(rng.uniform(np.log(1.0), np.log(30.0))))
+                rel = float(rng.choice([-1.0, 1.0])) * sig * noise
+                x[c:] += rel
+                changes.append((c, rel, sig))
+            out.append({"family": family, "label": label, "x": x, "changes": changes})
+    return out
+
+
+def _match(truth: list[int], reported: list[int]) -> tuple[set[int], int]:
+    """(true changes found, reports left over): each report finds at most one change
+    within MATCH_NIGHTS, nearest first."""
+    unused, found = sorted(reported), set()
+    for c in truth:
+        near = [r for r in unused if abs(r - c) <= MATCH_NIGHTS]
+        if near:
+            unused.remove(min(near, key=lambda r: abs(r - c)))
+            found.add(c)
+    return found, len(unused)
+
+
+def score_wide(histories: list[dict], reports: list[list[tuple[int, bool]]]) -> dict:
+    """Recall (overall, headline class, by family, by sigma class, by position) and false
+    alarms of one method. reports: per history, (index, confirmed) of each report."""
+    rows = []  # per true change: family, rel, sigmas, from the end, found, found confirmed
+    fa_quiet = fa_all = prov_all = nights_quiet = nights_all = 0
+    for h, rep in zip(histories, reports):
+        truth = [c for c, _, _ in h["changes"]]
+        found, _ = _match(truth, [i for i, _ in rep])
+        found_conf, left_conf = _match(truth, [i for i, conf in rep if conf])
+        _, left_any = _match(truth, [i for i, _ in rep])
+        n = len(h["x"])
+        nights_all += n
+        fa_all += left_conf
+        prov_all += left_any
+        if not truth:
+            nights_quiet += n
+            fa_quiet += left_conf
+        for c, rel, sig in h["changes"]:
+            rows.append((h["family"], abs(rel), sig, n - c, c in found, c in found_conf))
+    fam = np.array([r[0] for r in rows])
+    rel = np.array([r[1] for r in rows])
+    sig = np.array([r[2] for r in rows])
+    tail = np.array([r[3] for r in rows])
+    hit = np.array([r[4] for r in rows])
+    hit_conf = np.array([r[5] for r in rows])
+
+    def share(sel):
+        return (float(hit[sel].mean()), int(sel.sum())) if sel.any() else (float("nan"), 0)
+
+    head = (rel >= HEADLINE[0] - 1e-12) & (sig >= HEADLINE[1])
+    return {
+        "all": share(np.ones(len(rows), bool)), "headline": share(head),
+        "confirmed_all": float(hit_conf.mean()) if len(rows) else float("nan"),
+        "family": {f: share(fam == f) for f in WIDE_FAMILIES},
+        "family_headline": {f: share((fam == f) & head) for f in WIDE_FAMILIES},
+        "sigma": {f"{lo}-{hi if hi < 31 else 30}": share((sig >= lo) & (sig < hi)) for lo, hi in SIGMA_CLASSES},
+        "tail": {"last 5 nights": share(tail <= 5), "earlier": share(tail > 5)},
+        "fa_quiet": 1000.0 * fa_quiet / max(nights_quiet, 1), "fa_all": 1000.0 * fa_all / max(nights_all, 1),
+        "unmatched_any_all": 1000.0 * prov_all / max(nights_all, 1),
+        "misses": [i for i, h in enumerate(histories) for c, _, _ in h["changes"]
+                   if c not in _match([c2 for c2, _, _ in h["changes"]], [r for r, _ in reports[i]])[0]],
+    }
+
+
+def evaluate_wide(n_per_family: int, seed: int) -> dict:
+    """Detector and Otava on the same wide histories: method -> score_wide."""
+    histories = wide_histories(n_per_family, seed)
+    ours = [[(c.index, not c.provisional) for c in detect(h["x"])] for h in histories]
+    out = {"perflake detect": score_wide(histories, ours)}
+    otava = run_otava([h["x"] for h in histories])
+    if otava is not None:
+        out["otava 0.8 (defaults)"] = score_wide(histories, [[(i, True) for i in cps] for cps in otava])
+    return out
+
+
+def _report_wide(n_per_family: int, seeds: list[tuple[str, int]]) -> None:
+    def cell(v):
+        return "  n/a" if v[1] == 0 else f"{v[0]:5.3f}"
+
+    for name, seed in seeds:
+        scores = evaluate_wide(n_per_family, seed)
+        print(f"\nWide histories, {name} seed {seed}: {n_per_family} per family (30-400 nights, 0-2 steps of "
+              f"1-30 sigma, found within {MATCH_NIGHTS} nights)")
+        head = (["all", "3%&3sig"] + [f"{f}" for f in WIDE_FAMILIES] + [f"{k}sig" for k in scores["perflake detect"]["sigma"]]
+                + ["last5"])
+        print(f"{'method':22s} " + " ".join(f"{h:>9s}" for h in head) + f" {'FA/1000q':>9s} {'FA/1000':>8s}")
+        for method, sc in scores.items():
+            vals = [sc["all"], sc["headline"], *sc["family"].values(), *sc["sigma"].values(), sc["tail"]["last 5 nights"]]
+            print(f"{method:22s} " + " ".join(f"{cell(v):>9s}" for v in vals)
+                  + f" {sc['fa_quiet']:9.3f} {sc['fa_all']:8.3f}")
+        ours = scores["perflake detect"]
+        print("  changes per column: " + " ".join(str(v[1]) for v in
+              [ours["all"], ours["headline"], *ours["family"].values(), *ours["sigma"].values(),
+               ours["tail"]["last 5 nights"]]))
+        print("  perflake 3%&3sig by family: " + ", ".join(f"{f} {cell(v)} ({v[1]})" for f, v in ours["family_headline"].items())
+              + f"; confirmed recall (all) {ours['confirmed_all']:.3f}; provisional or confirmed reports matching no "
+              f"change {ours['unmatched_any_all']:.2f} per 1,000 nights")
+
+
 # --- report ----------------------------------------------------------------------------
 
 def _fmt(v, spec: str = ".3f") -> str:
@@ -345,7 +545,14 @@ def _report_drift(n_series: int, seed: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--series", type=int, default=None,
-                    help="simulated histories per noise kind and test (default 2000; 120 with --drift, 600 with --hold)")
+                    help="simulated histories per noise kind and test (default 600 wide histories per family; "
+                         "2000 with --nightly, 120 with --drift, 600 with --hold)")
+    ap.add_argument("--sets", choices=("dev", "heldout", "both"), default="both",
+                    help=f"wide histories: the development seed ({DEV_SEED}, or --seed), the held-out seed "
+                         f"({HELDOUT_SEED}), or both")
+    ap.add_argument("--no-tcpd", action="store_true", help="skip the TCPD scores")
+    ap.add_argument("--nightly", action="store_true",
+                    help="run the 60-night evaluation replayed night by night (sections before 2026-11-24)")
     ap.add_argument("--online", type=int, default=1000, help="change-free histories replayed night by night")
     ap.add_argument("--seed", type=int, default=None, help="default 20260101; 5 with --drift, 99 with --hold")
     ap.add_argument("--per-series", action="store_true", help="print TCPD scores per series")
@@ -386,27 +593,41 @@ def main() -> None:
             print(f"  {name:15s} {v:6.3f}  F1 {f1:.3f}  cover {cover:.3f}")
         print(f"\nwall time {time.perf_counter() - t0:.0f} s")
         return
-    args.series = args.series or 2000
-    args.seed = 20260101 if args.seed is None else args.seed
+    if not args.no_tcpd:
+        _report_tcpd(args.per_series)
+    if not args.nightly:
+        sets = {"dev": [("development", DEV_SEED if args.seed is None else args.seed)],
+                "heldout": [("held-out", HELDOUT_SEED)]}
+        chosen = sets["dev"] + sets["heldout"] if args.sets == "both" else sets[args.sets]
+        _report_wide(args.series or 600, chosen)
+        print(f"\nwall time {time.perf_counter() - t0:.0f} s")
+        return
+    _report_nightly(args.series or 2000, 20260101 if args.seed is None else args.seed, args.online)
+    print(f"\nwall time {time.perf_counter() - t0:.0f} s")
+
+
+def _report_tcpd(per_series: bool) -> None:
     tcpd = evaluate_tcpd()
     print(f"TCPD: {tcpd['n_series']} annotated series (margin 5)")
     print(f"{'method':32s} {'F1':>6s} {'cover':>6s}")
     for method, row in tcpd["methods"].items():
         print(f"{method:32s} {row['f1']:6.3f} {row['cover']:6.3f}")
     print(f"{'targets (TCPD paper, binseg)':32s} {0.744:6.3f} {0.706:6.3f}")
-    if args.per_series:
+    if per_series:
         ours = tcpd["methods"]["perflake detect (defaults)"]["per_series"]
         zero = tcpd["methods"]["zero (no change)"]["per_series"]
         for name, (f, c, p) in ours.items():
             print(f"  {name:20s} F1 {f:.3f} (zero {zero[name][0]:.3f})  cover {c:.3f} (zero {zero[name][1]:.3f})  cps {p}")
 
-    rng = np.random.default_rng(args.seed)
-    print(f"\nSimulated 60-night histories, {args.series} per noise kind and test, seed {args.seed}")
+
+def _report_nightly(n_series: int, seed: int, n_online: int) -> None:
+    rng = np.random.default_rng(seed)
+    print(f"\nSimulated 60-night histories, {n_series} per noise kind and test, seed {seed}")
     print("(i) change-free, false alarms per 1,000 series-nights "
           f"(noise sigma {', '.join(f'{s:.1%}' for s in CHANGE_FREE_SIGMAS)} of the level)")
     print(f"{'noise':12s} {'confirmed':>9s} {'provis.':>8s} {'nightly conf':>12s} {'nightly prov':>12s} {'otava':>7s}")
     for kind in NOISE_KINDS:
-        fa = false_alarms(kind, args.series, args.online, rng)
+        fa = false_alarms(kind, n_series, n_online, rng)
         print(f"{kind:12s} {fa['confirmed']:9.3f} {fa['provisional']:8.3f} {fa['online_confirmed']:12.3f} "
               f"{fa['online_provisional']:12.3f} {_fmt(fa['otava'], '7.3f')}")
     print(f"(ii) injected step of {'/'.join(f'{s:.0%}' for s in STEPS)} at "
@@ -414,12 +635,11 @@ def main() -> None:
     print(f"{'noise':12s} {'c+0':>6s} {'c+1':>6s} {'c+2':>6s} {'c+3':>6s} {'conf c+3':>8s} "
           f"{'worst cell (c+3)':>22s} {'otava c+3':>9s}")
     for kind in NOISE_KINDS:
-        rc = recall(kind, args.series, rng)
+        rc = recall(kind, n_series, rng)
         (ws, wm), wv = min(rc["cells"].items(), key=lambda kv: kv[1])
         by = " ".join(f"{v:6.3f}" for v in rc["by_run"])
         print(f"{kind:12s} {by} {rc['confirmed_by3']:8.3f} {f'{ws:.0%} @ {wm:g} sigma: {wv:.3f}':>22s} "
               f"{_fmt(rc['otava_by3'], '9.3f')}")
-    print(f"\nwall time {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":
