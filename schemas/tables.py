@@ -72,7 +72,7 @@ def _c(name: str, type_: str, doc: str, nullable: bool = True) -> Column:
 RUNS = Table(
     name="runs",
     grain="one row per shard run",
-    version=1,
+    version=2,
     keys=("run_id", "shard", "attempt"),
     partition_by=("dt", "pool"),
     columns=(
@@ -115,6 +115,10 @@ RUNS = Table(
         _c("status", "string", "ok, partial (some cases failed) or failed", False),
         _c("cases_planned", "int32", "cases in the shard"),
         _c("cases_ok", "int32", "cases measured successfully"),
+        _c("launch_overhead_ns", "float64", "cost of one kernel launch, kept out of every sample: on a GPU the "
+                                            "median idle-GPU timing of a one-element add less its covered timing; "
+                                            "on a CPU the timer floor; simulated: the model's; null where not "
+                                            "measured (rows written before schema v2)"),
         _c("dt", "string", "partition: run date YYYY-MM-DD (UTC)", False),
     ),
 )
