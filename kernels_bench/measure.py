@@ -35,6 +35,9 @@ class CaseOutcome:
 
 def measure_case(case: Case, device: str, rule: StoppingRule, observer: Observer,
                  warmup: int = 3, timer_mode: str = "cold") -> CaseOutcome:
+    """Check the case's result against its float64 reference, warm it up, then take
+    samples until `rule` stops. Never raises for a failing kernel: its status (skipped,
+    oom, failed) and error are in the outcome."""
     try:
         prepared = kernel_for(case.kernel).prepare(case, device)
         check = prepared.check()
@@ -47,9 +50,12 @@ def measure_case(case: Case, device: str, rule: StoppingRule, observer: Observer
     outcome = CaseOutcome(status="ok", correct=check.correct, max_abs_error=check.max_abs_error,
                           max_rel_error=check.max_rel_error, tolerance=check.tolerance)
     try:
-        timer = make_timer(prepared.fn, device, timer_mode)
+        # Warm up first: a CUDA timer calibrates its blocking kernel on the CPU cost of
+        # queueing a call, and a first call (library handles, autotuning, lazy
+        # allocation) would size it for a cost the samples never pay.
         for _ in range(warmup):
             prepared.fn()
+        timer = make_timer(prepared.fn, device, timer_mode)
         state = StoppingState(rule)
         observer.before_case()
         t_start = time.monotonic()

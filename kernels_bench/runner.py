@@ -52,6 +52,7 @@ def run_shard(suite: Suite, spec: ShardSpec, out_dir: str | Path, *, rule: Stopp
     planned = suite.shard(spec.shard, spec.num_shards, spec.seed)
     started = _now()
     info = provenance.collect(spec.device)
+    launch_ns = _launch_overhead_ns(spec.device, progress)
     samples, results = [], []
     measurer = _measurer(spec, rule, injections)
     try:
@@ -88,7 +89,7 @@ def run_shard(suite: Suite, spec: ShardSpec, out_dir: str | Path, *, rule: Stopp
                "dag_run_id": spec.dag_run_id, "shard": spec.shard_id, "num_shards": spec.num_shards,
                "attempt": spec.attempt, "pool": spec.pool, "reason": spec.reason, "suite": suite.name,
                "started_at": started, "finished_at": _now(), "status": status,
-               "cases_planned": len(results), "cases_ok": ok, "dt": spec.dt}
+               "cases_planned": len(results), "cases_ok": ok, "launch_overhead_ns": launch_ns, "dt": spec.dt}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {
@@ -100,6 +101,22 @@ def run_shard(suite: Suite, spec: ShardSpec, out_dir: str | Path, *, rule: Stopp
     _write(results, CASE_RESULTS, paths["case_results"])
     _write([run_row], RUNS, paths["runs"])
     return paths
+
+
+def _launch_overhead_ns(device: str, progress) -> float | None:
+    """The run's launch cost (timing.launch_overhead_ns; the model's on a simulated
+    device), measured in this process before the cases; None, said why, if it fails."""
+    try:
+        if device.startswith("sim:"):
+            from kernels_bench.sim import SimDevice
+
+            return SimDevice(device.split(":", 1)[1]).launch_overhead_ns
+        from kernels_bench.timing import launch_overhead_ns
+
+        return launch_overhead_ns(device)
+    except Exception as e:  # the cases can still be measured: the column stays null
+        progress(f"launch overhead not measured: {type(e).__name__}: {e}")
+        return None
 
 
 def _measurer(spec: ShardSpec, rule: StoppingRule, injections):

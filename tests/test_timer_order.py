@@ -169,3 +169,38 @@ def test_launch_overhead_on_cpu_is_the_timer_floor_and_never_negative():
 def test_launch_overhead_on_cuda_is_idle_timing_less_covered_timing(fake):
     # The stand-in's events say 0.5 ms both ways: nothing is left once the cover is taken off.
     assert timing.launch_overhead_ns("cuda:0", calls=3) == 0.0
+
+
+def test_a_simulated_run_row_carries_the_models_launch_cost_and_samples_leave_it_out(tmp_path):
+    import pyarrow.parquet as pq
+
+    from kernels_bench.runner import ShardSpec, run_shard
+    from kernels_bench.sim import HOST_LAUNCH_NS, KERNEL_FLOOR_NS
+    from kernels_bench.suite import load_suite
+
+    suite = load_suite("roofline").filter("noop", None)
+    spec = ShardSpec(run_id="r1", shard=0, num_shards=1, pool="sim-h100", device="sim:H100-SXM5-80GB",
+                     dt="2026-01-01")
+    paths = run_shard(suite, spec, tmp_path, progress=lambda m: None)
+    (run,) = pq.read_table(paths["runs"]).to_pylist()
+    assert run["launch_overhead_ns"] == HOST_LAUNCH_NS
+    lat = pq.read_table(paths["samples"]).column("latency_ns").to_pylist()
+    assert lat and max(lat) < HOST_LAUNCH_NS and min(lat) > 0.5 * KERNEL_FLOOR_NS
+
+
+def test_a_launch_cost_that_cannot_be_measured_is_null_and_said_why(monkeypatch):
+    from kernels_bench import runner
+
+    def broken(device):
+        raise RuntimeError("CUDA error: no kernel image")
+
+    monkeypatch.setattr(timing, "launch_overhead_ns", broken)
+    said = []
+    assert runner._launch_overhead_ns("cuda:0", said.append) is None
+    assert said == ["launch overhead not measured: RuntimeError: CUDA error: no kernel image"]
+
+
+def test_a_cpu_run_measures_its_timer_floor():
+    from kernels_bench import runner
+
+    assert runner._launch_overhead_ns("cpu", print) > 0
