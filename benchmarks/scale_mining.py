@@ -51,7 +51,7 @@ def generate(root: Path, n_samples: int, seed: int = 7) -> dict:
     from kernels_bench.runner import ShardSpec, run_shard
     from kernels_bench.stopping import StoppingRule
     from kernels_bench.suite import load_suite
-    from pipelines.lake import Lake
+    from pipelines.config.lake import Lake
 
     lake = Lake(root)
     template = root / "template"
@@ -108,12 +108,12 @@ def samples_glob(root: Path) -> str:
 def run_spark_core(root: Path, out: Path) -> None:
     from pyspark.sql import functions as F
 
-    from pipelines.lake import Lake
-    from pipelines.mine import landed_files, read_landed
+    from pipelines.config.lake import Lake
+    from jobs.mine import landed_files, read_landed
     from pipelines.mining.aggregate import sample_stats
     from pipelines.mining.clean import clean_samples, latest_attempt
-    from pipelines.mining.noise import flag_outliers
-    from pipelines.spark import get_spark
+    from pipelines.mining.outliers import flag_outliers
+    from pipelines.warehouse.session import get_spark
     from schemas.tables import SAMPLES
 
     lake = Lake(root)
@@ -149,9 +149,9 @@ def jvm_memory(spark) -> dict:
 
 
 def run_spark_mine(root: Path, out: Path) -> None:
-    from pipelines.lake import Lake
-    from pipelines.mine import mine
-    from pipelines.spark import get_spark
+    from pipelines.config.lake import Lake
+    from jobs.mine import mine
+    from pipelines.warehouse.session import get_spark
 
     lake = Lake(root)
     spark = get_spark(lake, app="perflake-scale-mine")
@@ -222,8 +222,8 @@ def run_pandas(root: Path, out: Path) -> None:
 
 def run_spark_startup(root: Path, out: Path) -> None:
     """The fixed cost inside spark-core's time: JVM, session and metastore start, one query."""
-    from pipelines.lake import Lake
-    from pipelines.spark import get_spark
+    from pipelines.config.lake import Lake
+    from pipelines.warehouse.session import get_spark
 
     spark = get_spark(Lake(root), app="perflake-scale-startup")
     spark.range(1).collect()

@@ -30,14 +30,14 @@ from sweep_tasks import DEFAULTS, RAW_SAMPLES
 def mine():
     @task
     def dates_to_mine() -> list[dict]:
-        from pipelines.tasks import dates_to_mine as pick
+        from pipelines.orchestration.tasks import dates_to_mine as pick
 
         ctx = get_current_context()
         return pick(ctx.get("logical_date"), ctx.get("triggering_asset_events") or {})
 
     @task(map_index_template="{{ item['dt'] }}")
     def mine_date(item: dict) -> dict:
-        from pipelines.tasks import mine as mine_one
+        from pipelines.orchestration.tasks import mine as mine_one
 
         get_current_context()["item"] = item
         return mine_one(item["dt"], item.get("pools"))

@@ -4,7 +4,7 @@ its pool's queue), land, mine with Spark and publish, re-run unstable cases once
 send each owner the night's digest.
 Spark tasks run one at a time: the embedded metastore admits one process.
 
-Only wiring lives here; the work is in pipelines.tasks. Heavy imports stay inside tasks.
+Only wiring lives here; the work is in pipelines.orchestration.tasks. Heavy imports stay inside tasks.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import datetime
 
 from airflow.sdk import Asset, get_current_context, task
 
-from pipelines.pools import load_pools
+from pipelines.config.pools import load_pools
 
 RAW_SAMPLES = Asset(name="perflake_raw_samples", uri="file:///perflake/landing/samples")
 DEFAULTS = {"retries": 2, "retry_delay": datetime.timedelta(seconds=5),
@@ -26,7 +26,7 @@ def _task_name(prefix: str, pool: str) -> str:
 
 @task
 def run_info() -> dict:
-    from pipelines.tasks import run_info as info
+    from pipelines.orchestration.tasks import run_info as info
 
     ctx = get_current_context()
     return info(ctx["params"], ctx.get("logical_date"), ctx["dag_run"])
@@ -34,15 +34,15 @@ def run_info() -> dict:
 
 @task
 def plan(info: dict, pool: str, rerun_of: dict | None = None) -> list[dict]:
-    from pipelines.tasks import plan as plan_pool
+    from pipelines.orchestration.tasks import plan as plan_pool
 
     return plan_pool(info, pool, rerun_of)
 
 
 @task(map_index_template="{{ shard_label }}")
 def run_shard(shard: dict) -> dict:
-    from pipelines.sweep import shard_label
-    from pipelines.tasks import run_shard as run
+    from pipelines.sweep.shards import shard_label
+    from pipelines.orchestration.tasks import run_shard as run
 
     ctx = get_current_context()
     ctx["shard_label"] = shard_label(shard)
@@ -64,7 +64,7 @@ def mine(info: dict, landed: dict, rerun: bool = False) -> dict:
     (one Spark session for all of it)."""
     from airflow.sdk.exceptions import AirflowSkipException
 
-    from pipelines.tasks import mine_and_publish
+    from pipelines.orchestration.tasks import mine_and_publish
 
     if not landed["shards_landed"]:
         raise AirflowSkipException("no shard landed: nothing to mine")
@@ -79,9 +79,9 @@ def mine(info: dict, landed: dict, rerun: bool = False) -> dict:
 @task(trigger_rule="all_done")
 def notify(info: dict) -> dict:
     """Each owner's digest of the night: regressions confirmed since this run began (by
-    cause), improvements, overdue triage and missing data (pipelines.notify). Runs
+    cause), improvements, overdue triage and missing data (pipelines.triage.digest). Runs
     whatever mining did, so that a pool that produced nothing is reported."""
-    from pipelines.notify import notify_night
+    from pipelines.triage.digest import notify_night
 
     dag_run = get_current_context()["dag_run"]
     return notify_night(info, since=dag_run.start_date or dag_run.run_after)

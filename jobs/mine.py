@@ -1,19 +1,196 @@
-"""spark-submit entry point of the mining job (the same code runs in local mode, on a
-standalone cluster, or on Kubernetes/YARN):
+"""The mining job for one date: read the landed files, validate, clean, filter noise,
+aggregate, publish; then bring the touched series' history and regressions up to date.
+Every runner uses it: the Airflow `mine` tasks and `perflake mine` call `mine()`,
+spark-submit runs `main()` (local mode, a standalone cluster, Kubernetes or YARN):
 
   spark-submit jobs/mine.py --lake /data/perflake --date 2026-11-22 [--pool cpu ...]
+
+Re-running it for the same date gives the same tables (each partition is recomputed
+from everything landed for it and replaced whole).
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
 
-from pipelines.lake import Lake
-from pipelines.mine import mine
-from pipelines.spark import get_spark
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pipelines.warehouse import catalog
+from pipelines.landing.checks import split_files
+from pipelines.config.lake import Lake, safe_date
+from pipelines.mining.aggregate import case_stats
+from pipelines.mining.clean import clean_samples, latest_attempt, to_quarantine
+from pipelines.mining.commit import drop_shard_key, uncommitted_shards, with_shard_key, without
+from pipelines.mining.history import series_points, series_table
+from pipelines.mining.outliers import flag_outliers
+from pipelines.mining.regressions import update_regressions
+from pipelines.mining.quality import blocked, build_docs, enforce, validate_by_pool, write_dq_results
+from pipelines.warehouse.session import DATABASE
+from schemas.spark import ordered_columns, spark_schema
+from schemas.tables import CASE_RESULTS, CASE_STATS, CASES, HARDWARE, QUARANTINE, RUNS, SAMPLES, SERIES, Table
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MineSummary:
+    dt: str
+    files: int
+    files_rejected: int
+    samples: int
+    rows_quarantined: int
+    case_stats: int
+    shards_pending: int = 0  # landed without their run row (still landing, or the writer died): not published
+    dq_batches: int = 0  # data-quality validations run (one per suite x pool)
+    dq_warnings: int = 0  # failed soft expectations
+    pools_withheld: tuple[str, ...] = ()  # failed a hard expectation: their partitions were not replaced
+
+
+def landed_files(lake: Lake, kind: str, dt: str, pools: list[str] | None = None) -> list[Path]:
+    base = lake.landing / kind / f"dt={safe_date(dt)}"
+    files = sorted(base.glob("pool=*/run_id=*/shard-*.parquet"))
+    if pools:
+        files = [f for f in files if f.parent.parent.name.removeprefix("pool=") in pools]
+    return files
+
+
+def read_landed(spark: SparkSession, files: list[Path], table: Table) -> DataFrame:
+    """Landing files with `dt` and `pool` taken from their paths."""
+    src = F.input_file_name()
+    df = spark.read.schema(spark_schema(table, with_partitions=False)).parquet(*[str(f) for f in files])
+    return (df.withColumn("dt", F.regexp_extract(src, r"/dt=([^/]+)/", 1))
+              .withColumn("pool", F.regexp_extract(src, r"/pool=([^/]+)/", 1))
+              .withColumn("_source", src))
+
+
+def hardware_frame(spark: SparkSession) -> DataFrame:
+    from kernels_bench.hardware import load_catalog
+
+    rows = [{"sku": h.sku, "name": h.name, "device_kind": h.device_kind,
+             "peak_tflops": {k: str(v) for k, v in h.peak_tflops.items()},
+             "memory_bandwidth_gbps": h.memory_bandwidth_gbps, "l2_bytes": h.l2_bytes, "sm_count": h.sm_count,
+             "memory_bytes": h.memory_bytes, "board_power_w": h.board_power_w, "source": h.source}
+            for h in load_catalog().values()]
+    return spark.createDataFrame(rows, spark_schema(HARDWARE))
+
+
+def mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None = None) -> MineSummary:
+    """Mine and publish every pool of `dt`. The data-quality suites run on each pool's
+    landed batches and on its case_stats; a pool that fails a hard expectation keeps
+    its previously published partitions, the others publish, and then the job raises
+    DataQualityError naming what failed. Every validation lands in perf.dq_results."""
+    now = dt_now()
+    inputs: dict[str, list[Path]] = {}
+    rejected_files: list[tuple[Path, str]] = []
+    for kind, table in (("samples", SAMPLES), ("case_results", CASE_RESULTS), ("runs", RUNS)):
+        good, bad = split_files(landed_files(lake, kind, dt, pools), table)
+        inputs[kind] = good
+        rejected_files += bad
+    if not inputs["runs"]:
+        raise FileNotFoundError(f"nothing landed for dt={dt} pools={pools or 'all'} under {lake.landing}")
+
+    hardware = hardware_frame(spark)
+    catalog.replace_by_key(spark, lake, hardware, HARDWARE)
+
+    runs = with_shard_key(read_landed(spark, inputs["runs"], RUNS))
+    results = with_shard_key(read_landed(spark, inputs["case_results"], CASE_RESULTS))
+    samples = with_shard_key(read_landed(spark, inputs["samples"], SAMPLES)) if inputs["samples"] else None
+    pending = uncommitted_shards(runs, *[df for df in (results, samples) if df is not None]).cache()
+    n_pending = pending.count()
+    if n_pending:
+        runs, results = without(runs, pending), without(results, pending)
+        samples = without(samples, pending) if samples is not None else None
+    runs = drop_shard_key(runs).drop("_source")
+    results = latest_attempt(drop_shard_key(results).drop("_source"))
+    # Validated (GX runs several queries per batch) and then cleaned: read the files once.
+    samples = drop_shard_key(samples).persist() if samples is not None else None
+
+    # Data quality, one batch per suite and pool; Data Docs pages are rendered once, below.
+    checks = [r for suite, df in (("runs", runs), ("case_results", results), ("samples", samples)) if df is not None
+              for r in validate_by_pool(df, suite, dt, lake=lake, docs=False)]
+
+    quarantined = [_file_rejects(spark, rejected_files, dt, now)]
+    if samples is not None:
+        good, bad = clean_samples(samples)
+        quarantined.append(to_quarantine(bad, F.col("_source"), F.lit(now), F.lit(dt)))
+        flagged = flag_outliers(latest_attempt(good.drop("_source"))).cache()
+    else:
+        flagged = spark.createDataFrame([], spark_schema(SAMPLES)).withColumn("kept", F.lit(True))
+    stats = _publishable(case_stats(flagged, results, runs, hardware), blocked(checks)).cache()
+    checks += validate_by_pool(stats, "case_stats", dt, lake=lake, docs=False)
+    write_dq_results(spark, lake, checks, dt)
+    build_docs(lake, checks)
+    withheld = blocked(checks)
+    out = {name: _publishable(df, withheld) for name, df in
+           (("runs", runs), ("samples", flagged), ("stats", stats), ("results", results))}
+
+    catalog.write_partitions(spark, lake, out["runs"], RUNS)
+    catalog.write_partitions(spark, lake, out["samples"].select(*ordered_columns(SAMPLES)), SAMPLES)
+    catalog.write_partitions(spark, lake, out["stats"], CASE_STATS)
+    catalog.replace_by_key(spark, lake, _cases(out["results"]), CASES)
+    update_history(spark, lake)
+    update_regressions(spark, lake, now)
+    q = quarantined[0]
+    for extra in quarantined[1:]:
+        q = q.unionByName(extra)
+    q = q.withColumn("stage", F.lit("mine")).cache()
+    n_quarantined = q.count()
+    if n_quarantined:
+        catalog.write_partitions(spark, lake, q, QUARANTINE)
+    summary = MineSummary(dt=dt, files=sum(map(len, inputs.values())), files_rejected=len(rejected_files),
+                          samples=out["samples"].count(), rows_quarantined=n_quarantined,
+                          case_stats=out["stats"].count(),
+                          shards_pending=n_pending, dq_batches=len(checks),
+                          dq_warnings=sum(r.soft_failures for r in checks), pools_withheld=tuple(sorted(withheld)))
+    flagged.unpersist()
+    stats.unpersist()
+    pending.unpersist()
+    if samples is not None:
+        samples.unpersist()
+    log.info("mined %s", summary)
+    enforce(checks)  # last, so that the pools that passed are published first
+    return summary
+
+
+def _publishable(df: DataFrame, withheld: set[str]) -> DataFrame:
+    """`df` without the rows of pools whose partitions are withheld."""
+    return df.where(~F.col("pool").isin(sorted(withheld))) if withheld else df
+
+
+def update_history(spark: SparkSession, lake: Lake) -> None:
+    """Recompute perf.series from the whole published history."""
+    points = series_points(spark.table(f"{DATABASE}.case_stats"), spark.table(f"{DATABASE}.runs"))
+    catalog.overwrite(spark, lake, series_table(points), SERIES)
+
+
+def _cases(results: DataFrame) -> DataFrame:
+    p = F.col("params")
+    return results.select(
+        "case_id", "family", "kernel", "backend", "dtype", "params",
+        p.getItem("m").cast("bigint").alias("m"), p.getItem("n").cast("bigint").alias("n"),
+        p.getItem("k").cast("bigint").alias("k"), p.getItem("batch").cast("bigint").alias("batch"),
+        "flops_per_call", "bytes_per_call")
+
+
+def _file_rejects(spark: SparkSession, rejected: list[tuple[Path, str]], dt: str, now) -> DataFrame:
+    rows = [{"source": str(p), "reason": reason, "record": "{}", "ingested_at": now, "dt": dt}
+            for p, reason in rejected]
+    schema = spark_schema(QUARANTINE)
+    return spark.createDataFrame(rows, schema.__class__([f for f in schema.fields if f.name != "stage"]))
+
+
+def dt_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pipelines.warehouse.session import get_spark
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lake", default=None, help="lake root (default $PERFLAKE_HOME or ./data)")
     ap.add_argument("--date", required=True)

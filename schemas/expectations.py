@@ -3,7 +3,7 @@ and one for the published case_stats.
 
 Every expectation is tagged `meta={"severity": "hard" | "soft"}`:
 - hard: the batch is wrong in a way that would corrupt published numbers; its
-  partition must not be published (see pipelines.quality.enforce);
+  partition must not be published (see pipelines.mining.quality.enforce);
 - soft: suspicious but publishable; reported in perf.dq_results as a warning.
 
 Row-level faults (one negative latency among thousands) are the cleaning step's job:
@@ -12,7 +12,7 @@ allow a small share of bad rows (`mostly`) and fire only when a batch is broken
 wholesale (a unit error, a harness bug), which cleaning must not paper over.
 
 The suites are built fresh on each call (cheap) so that no caller shares mutable
-GX objects; pipelines.quality caches them per process.
+GX objects; pipelines.mining.quality caches them per process.
 """
 from __future__ import annotations
 

@@ -329,7 +329,7 @@ REGRESSIONS = Table(
         _c("acknowledged_by", "string", "who acknowledged it"),
         _c("acknowledged_at", "timestamp", "UTC time of the acknowledgement"),
         _c("note", "string", "free text from the acknowledgement"),
-        _c("owner", "string", "owning team, routed by the owners file when first seen and kept (pipelines/owners.py)"),
+        _c("owner", "string", "owning team, routed by the owners file when first seen and kept (pipelines/config/owners.py)"),
         _c("triage_due_dt", "string", "triage due date (YYYY-MM-DD): the owner's working days (default 2) after "
                                       "first seen, weekends skipped; kept"),
         _c("closed_by", "string", "who closed it (perflake triage close)"),
@@ -393,7 +393,7 @@ DQ_RESULTS = Table(
     ),
 )
 
-# Written by pipelines/projections.py (`perflake project`): a projection is kept as first
+# Written by pipelines/projection/roofline.py (`perflake project`): a projection is kept as first
 # made; the measured columns are filled in when the target hardware's data lands.
 PROJECTIONS = Table(
     name="projections",

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.airflow_env import airflow_env
-from pipelines.lake import Lake
+from pipelines.orchestration.airflow_env import airflow_env
+from pipelines.config.lake import Lake
 
 _ROOT = Path(tempfile.mkdtemp(prefix="perflake-test-lake-"))
 os.environ.update(airflow_env(Lake(_ROOT)))
@@ -27,7 +27,7 @@ def lake() -> Lake:
 
 @pytest.fixture(scope="session")
 def spark(lake):
-    from pipelines.spark import get_spark
+    from pipelines.warehouse.session import get_spark
 
     session = get_spark(lake, app="perflake-tests")
     yield session

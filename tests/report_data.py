@@ -69,8 +69,8 @@ def sim_night(spark, lake, tmp_root: Path) -> dict:
         return _built["night"]
     from kernels_bench.runner import ShardSpec, run_shard
     from kernels_bench.suite import load_suite
-    from pipelines.landing import land_shard
-    from pipelines.mine import mine
+    from pipelines.landing.files import land_shard
+    from jobs.mine import mine
 
     suite = load_suite(SUITE)
     victim = victim_case_id(suite)

@@ -15,7 +15,7 @@ from kernels_bench import provenance
 from kernels_bench.runner import ShardSpec, run_shard
 from kernels_bench.stopping import StoppingRule
 from kernels_bench.suite import PlannedCase, Suite
-from pipelines.landing import land_shard
+from pipelines.landing.files import land_shard
 
 SKU = "H100-SXM5-80GB"
 RULE = StoppingRule(min_samples=60, min_time_s=0.0, max_samples=60)
@@ -51,11 +51,11 @@ def land_night(lake, tmp_path, dt: str, pool: str, cases, injections=(), *, torc
 def publish(spark, lake, dates: list[str], pool: str) -> None:
     """Publish the landed nights `dates` of `pool` in one pass (clean, flag outliers,
     aggregate: the mining job's transformations), without a whole mine per night."""
-    from pipelines import catalog
-    from pipelines.mine import hardware_frame, landed_files, read_landed
+    from pipelines.warehouse import catalog
+    from jobs.mine import hardware_frame, landed_files, read_landed
     from pipelines.mining.aggregate import case_stats
     from pipelines.mining.clean import clean_samples, latest_attempt
-    from pipelines.mining.noise import flag_outliers
+    from pipelines.mining.outliers import flag_outliers
     from schemas.spark import ordered_columns
     from schemas.tables import CASE_RESULTS, CASE_STATS, RUNS, SAMPLES
 

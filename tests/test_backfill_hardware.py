@@ -17,8 +17,8 @@ FAST = {"min_samples": 10, "min_time_s": 0.02, "max_noise": 0.05, "timeout_s": 0
 
 @pytest.fixture(scope="module")
 def backfill(spark, lake):
-    from pipelines.airflow_env import prepare_airflow, sync_pools
-    from pipelines.demo import load_dag
+    from pipelines.orchestration.airflow_env import prepare_airflow, sync_pools
+    from pipelines.orchestration.demo import load_dag
 
     prepare_airflow(lake)
     sync_pools()

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.ingest import ingest
-from pipelines.lake import Lake
+from pipelines.landing.ingest import ingest
+from pipelines.config.lake import Lake
 from schemas.tables import QUARANTINE
 from test_ingest import NOW, REGISTRY, landed, run_ingest, shard_rows, write_shard
 

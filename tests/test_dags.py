@@ -68,7 +68,7 @@ def test_every_task_has_retries_timeout_and_every_dag_tags(dagbag):
 
 def test_shard_tasks_hold_a_slot_of_their_pool(dagbag):
     dag = dagbag.dags["nightly_sweep"]
-    from pipelines.pools import load_pools
+    from pipelines.config.pools import load_pools
 
     for name in load_pools():
         task = dag.get_task(f"run_{name.replace('-', '_')}")

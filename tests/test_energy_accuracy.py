@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kernels_bench.hardware import load_catalog
-from pipelines.mine import mine
-from pipelines.sweep import plan_shards, run_shard
+from jobs.mine import mine
+from pipelines.sweep.shards import plan_shards, run_shard
 
 DT = "2030-02-03"
 FAST = {"min_samples": 10, "min_time_s": 0.02, "max_noise": 0.05, "timeout_s": 0.5, "max_samples": 300}

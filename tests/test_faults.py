@@ -21,10 +21,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.intake import split_files
-from pipelines.lake import Lake
-from pipelines.landing import KINDS, LAND_ORDER, land_shard
-from pipelines.mine import landed_files, read_landed
+from pipelines.landing.checks import split_files
+from pipelines.config.lake import Lake
+from pipelines.landing.files import KINDS, LAND_ORDER, land_shard
+from jobs.mine import landed_files, read_landed
 from pipelines.mining.commit import uncommitted_shards, with_shard_key
 from schemas.tables import CASE_RESULTS, RUNS, SAMPLES
 from test_ingest import shard_rows, write_shard
@@ -37,8 +37,8 @@ TABLES = {"samples": SAMPLES, "case_results": CASE_RESULTS, "runs": RUNS}
 WRITER = """
 import os, sys, time
 from pathlib import Path
-from pipelines.lake import Lake
-from pipelines.landing import land_shard
+from pipelines.config.lake import Lake
+from pipelines.landing.files import land_shard
 root, staging, dt, pool, run_id, shard, go, repeat = sys.argv[1:]
 Path(staging, ".ready").touch()
 while go != "-" and not os.path.exists(go):

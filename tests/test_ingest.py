@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from kernels_bench.case import Case
-from pipelines.ingest import ingest, register
-from pipelines.lake import Lake
-from pipelines.pools import Pool
+from pipelines.landing.ingest import ingest, register
+from pipelines.config.lake import Lake
+from pipelines.config.pools import Pool
 from schemas.tables import CASE_RESULTS, RUNS, SAMPLES
 
 NOW = dt.datetime(2032, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
@@ -168,8 +168,8 @@ def test_register_adds_the_ingest_subcommand():
 def test_ingested_files_pass_the_mining_jobs_file_checks_and_read_in_spark(tmp_path, lake, spark):
     # The whole mining job takes about a minute; its inputs (file checks, Spark read
     # with dt and pool from the path) are what ingest must satisfy.
-    from pipelines.intake import split_files
-    from pipelines.mine import landed_files, read_landed
+    from pipelines.landing.checks import split_files
+    from jobs.mine import landed_files, read_landed
 
     report = ingest([write_shard(tmp_path / "out", run_id="imp-mine")], lake, registry=REGISTRY, pool="dq-a",
                     date="2032-03-03", now=NOW)

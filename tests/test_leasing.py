@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pipelines import leasing
+from pipelines.sweep import leasing
 
 
 def _hold(lock_dir: str, out_path: str, hold_s: float) -> None:

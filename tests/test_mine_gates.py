@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.landing import atomic_copy, land_shard
+from pipelines.landing.files import atomic_copy, land_shard
 from test_ingest import shard_rows, write_shard
 
 DT = "2034-07-01"
@@ -87,7 +87,7 @@ def snapshot(spark) -> dict:
 def mined(spark, lake, tmp_path_factory):
     from airflow.sdk.exceptions import AirflowFailException
 
-    from pipelines.tasks import mine as mine_task
+    from pipelines.orchestration.tasks import mine as mine_task
 
     tmp = tmp_path_factory.mktemp("gates")
     (tmp / "pools.yaml").write_text(POOLS_YAML)

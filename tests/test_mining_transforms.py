@@ -7,7 +7,7 @@ import pytest
 
 from pipelines.mining.aggregate import sample_stats
 from pipelines.mining.clean import clean_samples, latest_attempt
-from pipelines.mining.noise import flag_outliers
+from pipelines.mining.outliers import flag_outliers
 
 COLS = ["run_id", "case_id", "attempt", "iteration", "latency_ns", "throttled"]
 

@@ -2,8 +2,8 @@
 keeps a unique number in the run, so runs, case results and statistics never collide."""
 from __future__ import annotations
 
-from pipelines.mine import mine
-from pipelines.sweep import plan_shards, run_shard
+from jobs.mine import mine
+from pipelines.sweep.shards import plan_shards, run_shard
 
 FAST = {"min_samples": 10, "min_time_s": 0.02, "max_noise": 0.05, "timeout_s": 0.5, "max_samples": 300}
 

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.tasks import pool_run_id, sweep_run_id
+from pipelines.sweep.ids import pool_run_id, sweep_run_id
 
 DT = datetime.datetime(2030, 1, 2, 2, 0, tzinfo=datetime.timezone.utc)
 FAST = {"min_samples": 10, "min_time_s": 0.02, "max_noise": 0.05, "timeout_s": 0.5, "max_samples": 300}
@@ -16,8 +16,8 @@ FAST = {"min_samples": 10, "min_time_s": 0.02, "max_noise": 0.05, "timeout_s": 0
 
 @pytest.fixture(scope="module")
 def nightly(spark, lake):
-    from pipelines.airflow_env import prepare_airflow, sync_pools
-    from pipelines.demo import load_dag
+    from pipelines.orchestration.airflow_env import prepare_airflow, sync_pools
+    from pipelines.orchestration.demo import load_dag
 
     prepare_airflow(lake)
     sync_pools()
@@ -78,7 +78,7 @@ def test_simulated_rows_are_labelled_and_cpu_rows_are_not(nightly, spark):
 
 
 def test_rerunning_the_mine_for_the_date_changes_nothing(nightly, spark, lake):
-    from pipelines.mine import mine
+    from jobs.mine import mine
 
     _, run_ids = nightly
     q = f"SELECT count(*) AS c, sum(median_ns) AS s FROM perf.case_stats WHERE dt = '2030-01-02'"

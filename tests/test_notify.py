@@ -119,8 +119,8 @@ routes:
 def night(spark, lake, tmp_path_factory, servers):
     """Mine the history step by step, then run the sweep's notify step for the digest night."""
     from pipelines.mining.regressions import update_regressions
-    from pipelines.notify import notify_night
-    from pipelines.owners import load_owners
+    from pipelines.triage.digest import notify_night
+    from pipelines.config.owners import load_owners
 
     owners = load_owners(servers["owners_file"])
     tmp = tmp_path_factory.mktemp("notify")
@@ -222,7 +222,7 @@ def test_a_pool_that_was_asked_for_and_published_nothing_is_reported_missing(nig
 
 
 def test_a_pool_that_ran_far_fewer_cases_than_planned_is_reported(night, spark):
-    from pipelines.notify import missing_data
+    from pipelines.triage.digest import missing_data
 
     runs = spark.table("perf.runs")
     (alert,) = missing_data(runs, DIGEST_NIGHT, {POOL: 40}, run_ids=[f"notify-{DIGEST_NIGHT}-{POOL}"])
@@ -231,8 +231,8 @@ def test_a_pool_that_ran_far_fewer_cases_than_planned_is_reported(night, spark):
 
 
 def test_with_notify_off_nothing_is_built_or_sent(servers):
-    from pipelines.notify import notify_night
-    from pipelines.owners import load_owners
+    from pipelines.triage.digest import notify_night
+    from pipelines.config.owners import load_owners
 
     before = len(servers["inbox"].messages)
     result = notify_night({"dt": DIGEST_NIGHT, "run_id": "x", "pools": [ABSENT], "suites": []},

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from kernels_bench.hardware import Hardware, hardware
-from pipelines.projections import (attach_measured, calibrate, error_summary, project, regime, roofline_ns)
+from pipelines.projection.roofline import (attach_measured, calibrate, error_summary, project, regime, roofline_ns)
 from report_data import DT, H100, H200, sim_night
 
 
@@ -124,8 +124,8 @@ def night(spark, lake, tmp_path_factory):
 
 
 def test_project_job_calibrated_on_sim_h100_scores_sim_h200_within_15_percent(night, spark, lake):
-    from pipelines.progress import Progress
-    from pipelines.projections import project_job
+    from pipelines.config.progress import Progress
+    from pipelines.projection.roofline import project_job
 
     kw = dict(source=H100, device_kind="simulated", source_dates=[DT], source_pools=["sim-h100"],
               measured_dates=[DT], measured_pools=["sim-h200"], spark=spark, progress=Progress(5, quiet=True))
@@ -150,8 +150,8 @@ def test_project_job_calibrated_on_sim_h100_scores_sim_h200_within_15_percent(ni
 
 
 def test_catalog_gpus_without_measurements_are_the_default_targets(night, lake):
-    from pipelines.frames import Frames
-    from pipelines.projections import unmeasured_skus
+    from pipelines.warehouse.frames import Frames
+    from pipelines.projection.roofline import unmeasured_skus
 
     with Frames(lake) as frames:
         targets = unmeasured_skus(frames)
@@ -163,10 +163,10 @@ def test_mining_a_night_on_projected_hardware_scores_the_projections_made_before
     projected GPU's first measurements land, as a new SKU's backfill would."""
     from kernels_bench.runner import ShardSpec, run_shard
     from kernels_bench.suite import load_suite
-    from pipelines import tasks
-    from pipelines.landing import land_shard
-    from pipelines.progress import Progress
-    from pipelines.projections import project_job
+    from pipelines.orchestration import tasks
+    from pipelines.landing.files import land_shard
+    from pipelines.config.progress import Progress
+    from pipelines.projection.roofline import project_job
     from report_data import SUITE
 
     target, pool, dt = "L40S", "sim-l40s-rescore", "2035-03-09"

@@ -1,5 +1,5 @@
 """Publishing tables safely: an unpartitioned table is replaced by a new snapshot behind a
-pointer (pipelines/snapshots.py), so a publisher killed in the middle of its write
+pointer (pipelines/warehouse/snapshots.py), so a publisher killed in the middle of its write
 leaves the previous version whole for both engines, and the re-run completes. Readers
 never see Spark's work directories.
 
@@ -20,9 +20,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import catalog, snapshots
-from pipelines.lake import Lake
-from pipelines.sql import duckdb_connection, run_query
+from pipelines.warehouse import catalog, snapshots
+from pipelines.config.lake import Lake
+from pipelines.query.sql import run_query
+from pipelines.warehouse.duck import duckdb_connection
 from schemas.tables import REGRESSIONS, Column, Table
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,9 +35,9 @@ REPO = Path(__file__).resolve().parent.parent
 PUBLISHER = """
 import sys
 from pyspark.sql import functions as F, types as T
-from pipelines import catalog
-from pipelines.lake import Lake
-from pipelines.spark import get_spark
+from pipelines.warehouse import catalog
+from pipelines.config.lake import Lake
+from pipelines.warehouse.session import get_spark
 from schemas.spark import spark_schema
 from schemas.tables import ALL_TABLES
 from pathlib import Path

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.quality import DataQualityError, blocked, enforce, validate, validate_by_pool, write_dq_results
+from pipelines.mining.quality import DataQualityError, blocked, enforce, validate, validate_by_pool, write_dq_results
 from schemas.expectations import SUITES, build_suite, severity_of
 from schemas.spark import spark_schema
 from schemas.tables import CASE_STATS, RUNS, SAMPLES

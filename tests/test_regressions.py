@@ -65,8 +65,9 @@ def history(spark, lake, tmp_path_factory):
     """Land the 12 nights and the blip's rerun; the table after each step. Nights are
     published in bulk and followed by update_regressions, the step every mine ends with;
     the blip night is then mined a second time by the real mining job."""
-    from pipelines.mine import mine
-    from pipelines.mining.regressions import acknowledge, provisional_cases, update_regressions
+    from jobs.mine import mine
+    from pipelines.mining.regressions import provisional_cases, update_regressions
+    from pipelines.triage.status import acknowledge
 
     tmp = tmp_path_factory.mktemp("regress")
 
@@ -93,14 +94,14 @@ def history(spark, lake, tmp_path_factory):
     steps[BLIP_NIGHT] = snapshot(spark)
     steps["to rerun"] = provisional_cases(spark.table("perf.regressions"), [run_id(BLIP_NIGHT)])
     # What the nightly DAG's rerun plan asks for after this night's mine (the sweep id
-    # regress-<dt> names the pool's run regress-<dt>-<pool>, as pipelines.tasks does).
-    from pipelines.tasks import unstable_cases
+    # regress-<dt> names the pool's run regress-<dt>-<pool>, as pipelines.orchestration.tasks does).
+    from pipelines.orchestration.tasks import unstable_cases
 
     steps["rerun plan"] = unstable_cases({"dt": BLIP_NIGHT, "run_id": f"regress-{BLIP_NIGHT}", "pools": [POOL]})
     mine(spark, lake, BLIP_NIGHT, [POOL])  # the same night again, by the real job
     steps["re-mined"] = snapshot(spark)
     first = steps[BLIP_NIGHT].query("case_id == @SLOWED[0].case_id").iloc[0]
-    acknowledge(spark, lake, first.series_key, first.change_run_id, by="alice", note="known: new bf16 tiles")
+    acknowledge(spark, lake, first.regression_id, by="alice", note="known: new bf16 tiles")
     # The rerun of the blip case that night, on a device without the slowdown.
     land_night(lake, tmp, BLIP_NIGHT, cases=[BLIP], injections=(), reason="rerun", suffix="-rerun", hour=5)
     publish(spark, lake, [BLIP_NIGHT])

@@ -64,8 +64,8 @@ class Dom(HTMLParser):
 
 @pytest.fixture(scope="module")
 def night(spark, lake, tmp_path_factory):
-    from pipelines.progress import Progress
-    from pipelines.projections import project_job
+    from pipelines.config.progress import Progress
+    from pipelines.projection.roofline import project_job
     from pipelines.report.nightly import build_nightly
 
     info = sim_night(spark, lake, tmp_path_factory.mktemp("rpt-staging"))
@@ -146,7 +146,7 @@ def test_the_noisy_case_is_listed_as_unstable(night, spark):
 
 
 def test_regressions_section_says_honestly_what_it_has(night, lake):
-    from pipelines.sql import published_tables
+    from pipelines.warehouse.duck import published_tables
 
     text = night["dom"].by_id("regressions")["text"]
     if published_tables(lake).get("regressions"):
@@ -187,7 +187,7 @@ def test_a_regression_is_drawn_with_points_band_change_point_and_levels():
 # --- comparisons ---------------------------------------------------------------------------
 
 def test_comparing_h100_with_h200_shows_the_h200_faster_on_memory_bound_kernels(night, lake):
-    from pipelines.report.compare import build_compare
+    from pipelines.report.versus import build_compare
 
     path = build_compare(lake, "gpu_sku", H100, "gpu_sku", H200, dt_a=DT, dt_b=DT, quiet=True)
     dom = Dom(path.read_text())
@@ -202,8 +202,8 @@ def test_comparing_h100_with_h200_shows_the_h200_faster_on_memory_bound_kernels(
 
 def test_comparing_two_torch_versions_on_one_simulated_gpu_finds_them_the_same(night, lake, capsys):
     from pipelines.cli import main
-    from pipelines.report.compare import family_summary, match_keys, select, speedups
-    from pipelines.frames import Frames
+    from pipelines.report.versus import family_summary, match_keys, select, speedups
+    from pipelines.warehouse.frames import Frames
 
     os.environ["PERFLAKE_HOME"], old = str(lake.root), os.environ.get("PERFLAKE_HOME")
     try:
@@ -221,8 +221,8 @@ def test_comparing_two_torch_versions_on_one_simulated_gpu_finds_them_the_same(n
 
 
 def test_compare_refuses_a_field_that_is_not_a_runs_column(lake):
-    from pipelines.frames import Frames
-    from pipelines.report.compare import select
+    from pipelines.warehouse.frames import Frames
+    from pipelines.report.versus import select
 
     with Frames(lake) as frames, pytest.raises(ValueError, match="perf.runs column"):
         select(frames, "median_ns; DROP TABLE x", "1")
@@ -241,7 +241,7 @@ def test_new_commands_have_help_with_examples(capsys):
 def test_progress_says_steps_done_and_time_left():
     import io
 
-    from pipelines.progress import Progress
+    from pipelines.config.progress import Progress
 
     t = iter([0.0, 0.0, 2.0, 4.0])
     out = io.StringIO()

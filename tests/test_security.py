@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.lake import Lake, safe_name
+from pipelines.config.lake import Lake, safe_name
 
 REPO = Path(__file__).resolve().parent.parent
 OWN_CODE = ["pipelines", "kernels_bench", "schemas", "jobs", "dags"]
@@ -32,7 +32,7 @@ def test_every_name_in_a_landing_path_is_checked(tmp_path, field):
 
 
 def test_a_pool_registry_with_a_path_as_pool_name_is_refused(tmp_path):
-    from pipelines.pools import load_pools
+    from pipelines.config.pools import load_pools
 
     (tmp_path / "pools.yaml").write_text("'../../etc': {sku: cpu, device_kind: cpu, slots: 1}\n")
     with pytest.raises(ValueError, match="pool name '../../etc' is not a valid name"):
@@ -40,7 +40,7 @@ def test_a_pool_registry_with_a_path_as_pool_name_is_refused(tmp_path):
 
 
 def test_a_device_lease_for_a_path_as_pool_is_refused(tmp_path, monkeypatch):
-    from pipelines import leasing
+    from pipelines.sweep import leasing
 
     monkeypatch.setattr(leasing, "LOCK_DIR", tmp_path / "locks")
     with pytest.raises(ValueError, match="not a valid name"):
@@ -51,7 +51,7 @@ def test_a_device_lease_for_a_path_as_pool_is_refused(tmp_path, monkeypatch):
 
 def test_a_sweep_with_a_path_as_run_id_or_suite_is_refused():
     from kernels_bench.suite import SuiteError
-    from pipelines.sweep import plan_shards
+    from pipelines.sweep.shards import plan_shards
 
     with pytest.raises(ValueError, match="not a valid name"):
         plan_shards(run_id="../x", dt="2034-09-01", pool="cpu", suites=["gemm-demo"], reason="manual")
@@ -67,7 +67,7 @@ PAYLOAD = "!!python/object/apply:os.system ['touch {marker}']"
 def _loaders():
     from kernels_bench.hardware import load_catalog
     from kernels_bench.suite import load_suite
-    from pipelines.pools import load_pools
+    from pipelines.config.pools import load_pools
 
     return {
         "pools": (load_pools, "evil: {{sku: cpu, device_kind: cpu, slots: {payload}}}\n"),
@@ -124,7 +124,7 @@ def test_no_module_unpickles_or_loads_yaml_unsafely():
 def test_the_sql_server_binds_loopback_by_default(tmp_path):
     import inspect
 
-    from pipelines import sqlserver
+    from pipelines.query import server as sqlserver
 
     assert sqlserver.DEFAULT_HOST == "127.0.0.1"
     assert inspect.signature(sqlserver.start).parameters["host"].default == sqlserver.DEFAULT_HOST

@@ -10,10 +10,10 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.airflow_local import group_members
-from pipelines.lake import Lake
-from pipelines.spark_cluster import LocalCluster, submit
-from pipelines.sweep import plan_shards, run_shard
+from launchers.airflow_local import group_members
+from pipelines.config.lake import Lake
+from launchers.spark_cluster import LocalCluster, submit
+from pipelines.sweep.shards import plan_shards, run_shard
 
 pytestmark = pytest.mark.slow
 DT = "2031-03-01"

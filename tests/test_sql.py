@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.sql import ReadOnlyError, check_read_only, format_rows, run_query
+from pipelines.query.sql import ReadOnlyError, check_read_only, format_rows, run_query
 
 # Later than any other test's dates, so that "last night" in the docs' queries is ours.
 DATES = ["2039-06-01", "2039-06-02"]
@@ -71,8 +71,8 @@ def published(spark, lake, tmp_path_factory):
     lake and the number of rows this dataset has in perf.case_stats."""
     from kernels_bench.runner import ShardSpec, run_shard
     from kernels_bench.suite import load_suite
-    from pipelines.landing import land_shard
-    from pipelines.mine import mine
+    from pipelines.landing.files import land_shard
+    from jobs.mine import mine
 
     suite = load_suite("gemm-demo")
     for dt in DATES:

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import sqlserver
-from pipelines.lake import Lake
+from pipelines.query import server as sqlserver
+from pipelines.config.lake import Lake
 
 pytestmark = pytest.mark.slow
 

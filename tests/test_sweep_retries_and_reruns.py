@@ -9,7 +9,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.tasks import pool_run_id, rerun_outcomes, sweep_run_id
+from pipelines.orchestration.tasks import rerun_outcomes
+from pipelines.sweep.ids import pool_run_id, sweep_run_id
 
 DT = "2030-01-05"
 POOL = "sim-h200"
@@ -21,8 +22,8 @@ NOISY = {"match": {"kernel": "matmul", "dtype": "bf16"}, "since": "2000-01-01", 
 
 @pytest.fixture(scope="module")
 def sweep(spark, lake):
-    from pipelines.airflow_env import prepare_airflow, sync_pools
-    from pipelines.demo import load_dag
+    from pipelines.orchestration.airflow_env import prepare_airflow, sync_pools
+    from pipelines.orchestration.demo import load_dag
 
     prepare_airflow(lake)
     sync_pools()

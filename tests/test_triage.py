@@ -15,7 +15,7 @@ import pytest
 
 from kernels_bench.case import Case
 from kernels_bench.sim import Injection, _unit
-from pipelines.owners import add_working_days, load_owners, parse_owners
+from pipelines.config.owners import add_working_days, load_owners, parse_owners
 from sim_history import at, land_night, publish, snapshot
 
 POOL = "sim-triage"
@@ -150,7 +150,7 @@ def lifecycle(history, spark, lake, tmp_path_factory):
     """Acknowledge one regression and close another from the terminal, then mine the
     next night with an owners file that routes everything elsewhere."""
     from pipelines.mining.regressions import update_regressions
-    from pipelines.triage import acknowledge, close
+    from pipelines.triage.status import acknowledge, close
 
     rows = energy_rows(history[CONFIRM_NIGHT]).sort_values("regression_id")
     acked, closed = rows.regression_id.iloc[0], rows.regression_id.iloc[1]

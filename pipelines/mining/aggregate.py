@@ -9,7 +9,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipelines.mining.noise import GROUP
+from pipelines.mining.outliers import GROUP
 from pipelines.mining.order_stats import at as _at, quantile
 from schemas.spark import ordered_columns
 from schemas.tables import CASE_STATS

@@ -1,6 +1,6 @@
 """Committed shards: which landed shards a mining run may publish.
 
-A shard lands its samples first and its run row last (pipelines/landing.py), and a
+A shard lands its samples first and its run row last (pipelines/landing/files.py), and a
 retried shard replaces its files one by one. So a shard is complete when its run file
 has landed and every sample and case result in its files carries that run row's
 attempt. Anything else is a landing in progress, or what a killed worker left
@@ -20,7 +20,7 @@ _PATH = r"/run_id=([^/]+)/shard-(\d+)\.parquet$"
 
 
 def with_shard_key(landed: DataFrame) -> DataFrame:
-    """`landed` (read with a `_source` column, see pipelines.mine.read_landed) plus the
+    """`landed` (read with a `_source` column, see jobs.mine.read_landed) plus the
     run directory and shard number of the file each row came from."""
     src = F.col("_source")
     return (landed.withColumn("_run_dir", F.regexp_extract(src, _PATH, 1))

@@ -20,9 +20,9 @@ recomputes the numbers but keeps the story:
   significance test found it; a confirmed change stays confirmed (a later return to
   the old level is a change of its own);
 - cleared: it was provisional and the next run or rerun did not agree; final;
-- acknowledged: a person acknowledged it (`acknowledge`); kept with who, when and why;
-- closed: its triage is finished (pipelines.triage); final, kept with who, when and why.
-Its owner and triage due date (pipelines.owners) are set when it is first seen and kept.
+- acknowledged: a person acknowledged it (`perflake triage ack`); kept with who, when and why;
+- closed: its triage is finished (pipelines.triage.status); final, kept with who, when and why.
+Its owner and triage due date (pipelines.config.owners) are set when it is first seen and kept.
 A known change is re-measured at its run every night, even while the detector does not
 report it (a level 3-5 runs old is often not yet significant in a short history).
 """
@@ -37,13 +37,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines import catalog
+from pipelines.warehouse import catalog
 from pipelines.changepoint import DetectorParams, bh_adjust, confirms, detect, measure_at
-from pipelines.lake import Lake
+from pipelines.config.lake import Lake
 from pipelines.mining.attribution import run_context, with_attribution
-from pipelines.owners import Owners, load_owners
+from pipelines.config.owners import Owners, load_owners
 from pipelines.mining.history import series_points
-from pipelines.spark import DATABASE
+from pipelines.warehouse.session import DATABASE
 from schemas.spark import ordered_columns, spark_schema
 from schemas.tables import REGRESSIONS
 
@@ -125,19 +125,6 @@ def update_regressions(spark: SparkSession, lake: Lake, now: datetime.datetime |
     # The table is an input of its own new state; overwrite publishes a new snapshot
     # directory, so the plan reads the old files while it writes (catalog._publish_snapshot).
     catalog.overwrite(spark, lake, table, REGRESSIONS)
-
-
-def acknowledge(spark: SparkSession, lake: Lake, series_key: str, change_run_id: str, by: str,
-                note: str | None = None, at: datetime.datetime | None = None, metric: str | None = None) -> None:
-    """Mark one change acknowledged (by whom, when, why), in every metric where it was
-    found unless `metric` says which; later mines keep it so. By id: pipelines.triage."""
-    from pipelines.triage import set_status
-
-    this = (F.col("series_key") == F.lit(series_key)) & (F.col("change_run_id") == F.lit(change_run_id))
-    if metric is not None:
-        this = this & (F.coalesce(F.col("metric"), F.lit("latency")) == F.lit(metric))
-    set_status(spark, lake, this, f"series_key {series_key!r} and change_run_id {change_run_id!r}",
-               "acknowledged", by, note, at)
 
 
 def provisional_cases(regressions: DataFrame, run_ids: list[str]) -> dict[str, list[str]]:

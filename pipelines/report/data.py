@@ -1,6 +1,6 @@
 """What a nightly report reads: one night's runs and case statistics, the hardware
 peaks, and (where those tables exist) the regressions, their series' histories and the
-projections. Plain pandas frames, read through pipelines.frames."""
+projections. Plain pandas frames, read through pipelines.warehouse.frames."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from kernels_bench.hardware import Hardware, load_catalog
-from pipelines.frames import Frames, latest_attempt, shape_label, sql_list
-from pipelines.lake import safe_date
+from pipelines.warehouse.frames import Frames, any_of, case_stats, latest_attempt
+from pipelines.config.lake import safe_date
 
 HISTORY_POINTS = 60  # newest runs drawn per regression history
 
@@ -66,28 +66,13 @@ def _int(v):
     return None if v is None or v != v else int(v)
 
 
-def case_stats(frames: Frames, where: str) -> pd.DataFrame:
-    """perf.case_stats rows matching `where`, latest attempt per run and case, with the
-    case's params and a `shape` label from perf.cases."""
-    stats = latest_attempt(frames.table("case_stats", where))
-    if stats.empty:
-        return stats
-    cases = frames.table("cases", f"case_id IN {sql_list(stats['case_id'].unique())}", "case_id, params")
-    if cases.empty:
-        stats["params"] = None
-    else:
-        stats = stats.merge(cases.drop_duplicates("case_id"), on="case_id", how="left")
-    stats["shape"] = stats["params"].map(shape_label)
-    return stats
-
-
 def load_night(frames: Frames, dt: str) -> Night:
     dt = safe_date(dt)
-    runs = frames.table("runs", f"dt = '{dt}'")
+    runs = frames.table("runs", "dt = ?", params=[dt])
     if runs.empty:
         raise FileNotFoundError(f"no published runs for dt={dt} under {frames.lake.warehouse}; "
                                 f"mine that date first (`perflake mine --date {dt}`)")
-    stats = case_stats(frames, f"dt = '{dt}'")
+    stats = case_stats(frames, "dt = ?", [dt])
     hardware, hardware_from = hardware_peaks(frames)
     regressions = frames.table("regressions") if frames.has("regressions") else None
     projections = frames.table("projections") if frames.has("projections") else None
@@ -100,17 +85,19 @@ def series_history(frames: Frames, series_keys, until_dt: str) -> tuple[pd.DataF
     one point per run with its median, CI and start time, oldest first."""
     if not len(series_keys) or not frames.has("series"):
         return pd.DataFrame(), pd.DataFrame()
-    series = frames.table("series", f"series_key IN {sql_list(series_keys)}")
+    in_series, keys = any_of("series_key", series_keys)
+    series = frames.table("series", in_series, params=keys)
     if series.empty:
         return series, pd.DataFrame()
+    in_cases, case_ids = any_of("case_id", series["case_id"].unique())
     stats = latest_attempt(frames.table(
-        "case_stats", f"case_id IN {sql_list(series['case_id'].unique())} AND dt <= '{safe_date(until_dt)}' "
-                      f"AND status = 'ok'",
-        "run_id, case_id, attempt, gpu_sku, device_kind, median_ns, median_ci_low_ns, median_ci_high_ns, dt"))
+        "case_stats", f"{in_cases} AND dt <= ? AND status = 'ok'",
+        "run_id, case_id, attempt, gpu_sku, device_kind, median_ns, median_ci_low_ns, median_ci_high_ns, dt",
+        params=[*case_ids, safe_date(until_dt)]))
     if stats.empty:
         return series, pd.DataFrame()
-    runs = frames.table("runs", f"run_id IN {sql_list(stats['run_id'].unique())}",
-                        "run_id, hardware_fingerprint, started_at")
+    in_runs, run_ids = any_of("run_id", stats["run_id"].unique())
+    runs = frames.table("runs", in_runs, "run_id, hardware_fingerprint, started_at", params=run_ids)
     runs = runs.groupby("run_id", as_index=False).agg(hardware_fingerprint=("hardware_fingerprint", "first"),
                                                       started_at=("started_at", "min"))
     pts = stats.merge(runs, on="run_id", how="left").merge(

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.frames import Frames
-from pipelines.lake import Lake
-from pipelines.progress import Progress
+from pipelines.warehouse.frames import Frames
+from pipelines.config.lake import Lake
+from pipelines.config.progress import Progress
 from pipelines.report import regressions, sections
 from pipelines.report.data import Night, latest_dt, load_night, series_history
 from pipelines.report.html import Page, Section, banner, table, utc_now, write
@@ -116,7 +116,7 @@ def _stability_note() -> str:
 
 
 def _registry() -> list[str]:
-    from pipelines.pools import load_pools
+    from pipelines.config.pools import load_pools
 
     try:
         return sorted(load_pools())

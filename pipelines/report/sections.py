@@ -154,7 +154,7 @@ def coverage(runs: pd.DataFrame, stats: pd.DataFrame, registry: list[str]) -> st
 
 
 def projections(proj: pd.DataFrame | None) -> str:
-    from pipelines.projections import error_summary
+    from pipelines.projection.roofline import error_summary
 
     if proj is None or proj.empty:
         return empty("No projections yet: `perflake project --target SKU` projects every case onto a catalog GPU "

@@ -1,0 +1,48 @@
+"""The `perflake` command line.
+
+Examples:
+  perflake demo                                   # the nightly sweep on the embedded default
+  perflake sql "SELECT kernel, dtype, median_ns FROM perf.case_stats LIMIT 5"
+  perflake sql --engine duckdb "SELECT count(*) FROM perf.samples"
+  perflake sql-server start                       # JDBC/ODBC on 127.0.0.1:10000 (stop | status)
+  perflake mine --date 2026-11-22
+  perflake ingest /scratch/out --pool cpu          # land results from another harness (Parquet, nvbench JSON)
+  perflake detect-changes history.csv --column median_ns
+  perflake regressions --date 2026-11-22           # the night's changes, pooled by cause
+  perflake compare RUN_A RUN_B                     # per case: faster, slower, same, ambiguous
+  perflake triage list --owner gemm --overdue      # regressions to triage; triage ack ID --note ..., triage close ID
+  perflake report --date 2026-11-22                # the nightly HTML report under <lake>/reports/
+  perflake report compare --sku-a H100-SXM5-80GB --sku-b H200-SXM-141GB
+  perflake project --target B200-SXM-180GB         # roofline projections onto an unmeasured GPU
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipelines.cli import airflow, ingest, mine, regressions, report, sql, triage
+
+# Each command group's module adds its sub-commands: one module per group.
+GROUPS = (sql, mine, airflow, ingest, regressions, triage, report)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="perflake", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for group in GROUPS:
+        group.register(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, KeyError, FileNotFoundError) as e:
+        print(f"perflake {args.cmd}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

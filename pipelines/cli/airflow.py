@@ -1,0 +1,28 @@
+"""`perflake demo` and `perflake pools`: the nightly sweep through Airflow on the embedded
+default, and the Airflow pools from the pool registry."""
+from __future__ import annotations
+
+from pipelines.config.lake import Lake
+
+
+def register(sub) -> None:
+    p = sub.add_parser("demo", help="run nightly_sweep on the embedded default and query the result")
+    p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("pools", help="create or update the Airflow pools from the pool registry")
+    p.set_defaults(func=_cmd_pools)
+
+
+def _cmd_demo(args) -> int:
+    from pipelines.orchestration.demo import run_demo
+
+    return run_demo(lake=Lake.from_env())
+
+
+def _cmd_pools(args) -> int:
+    from pipelines.orchestration.airflow_env import prepare_airflow, sync_pools
+
+    prepare_airflow(Lake.from_env())
+    for name in sync_pools():
+        print(f"pool {name}: created or updated")
+    return 0

@@ -1,0 +1,29 @@
+"""`perflake mine`: run the mining job (jobs/mine.py) for one date in this process."""
+from __future__ import annotations
+
+import json
+import sys
+
+from pipelines.config.lake import Lake
+
+
+def register(sub) -> None:
+    p = sub.add_parser("mine", help="run the mining job for one date")
+    p.add_argument("--date", required=True, help="YYYY-MM-DD")
+    p.add_argument("--pool", action="append", help="limit to these pools (repeatable)")
+    p.set_defaults(func=_cmd_mine)
+
+
+def _cmd_mine(args) -> int:
+    from jobs.mine import mine
+    from pipelines.mining.quality import DataQualityError
+    from pipelines.warehouse.session import get_spark
+
+    lake = Lake.from_env()
+    try:
+        summary = mine(get_spark(lake), lake, args.date, args.pool or None)
+    except DataQualityError as e:  # the pools that passed were published
+        print(f"perflake mine: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(summary.__dict__, indent=2))
+    return 0

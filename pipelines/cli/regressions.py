@@ -1,0 +1,157 @@
+"""`perflake regressions`, `perflake compare` and `perflake detect-changes`: the night's
+changes pooled by cause, comparing two sets of runs, and the detector on any series.
+(Acknowledging and closing a regression is `perflake triage`.)
+
+  perflake regressions --date 2033-01-09              # pooled by cause; --detail lists each
+  perflake compare RUN_A RUN_B                        # per case: faster, slower, same, ambiguous
+  perflake compare --a gpu_sku=H100-SXM5-80GB --a torch_version=2.12.0 --b gpu_sku=H100-SXM5-80GB \\
+      --b torch_version=2.13.0 --format json
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from pipelines.config.lake import Lake, safe_date
+
+DETAIL_COLUMNS = ("series_key", "metric", "kernel", "dtype", "gpu_sku", "change_run_id", "change_pct", "q_value",
+                  "direction", "status", "cause")
+COMPARE_COLUMNS = ("case_id", "kernel", "dtype", "shape", "verdict", "ratio", "ci_low", "ci_high", "p_value", "n_a",
+                   "n_b")
+
+
+def register(sub) -> None:
+    from pipelines.query.ab import SELECTABLE
+
+    p = sub.add_parser("regressions", help="the night's regressions and improvements, pooled by what changed")
+    p.add_argument("--date", help="night of the change runs, YYYY-MM-DD (default: every night)")
+    p.add_argument("--all", action="store_true", help="include cleared changes")
+    p.add_argument("--detail", action="store_true", help="also list every change")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.set_defaults(func=_cmd_regressions)
+
+    p = sub.add_parser("detect-changes", help="change points of one column of a CSV, as JSON")
+    p.add_argument("file")
+    p.add_argument("--column", required=True)
+    p.set_defaults(func=_cmd_detect)
+
+    p = sub.add_parser("compare", help="compare two runs (or two sets of runs) case by case on their raw samples",
+                       epilog=f"filter keys: {', '.join(SELECTABLE)}")
+    p.add_argument("run_a", nargs="?", help="run id of side A (or use --a)")
+    p.add_argument("run_b", nargs="?", help="run id of side B (or use --b)")
+    p.add_argument("--a", action="append", default=[], metavar="KEY=VALUE", help="filter for side A (repeatable)")
+    p.add_argument("--b", action="append", default=[], metavar="KEY=VALUE", help="filter for side B (repeatable)")
+    p.add_argument("--tolerance", type=float, default=0.02, help="relative change treated as none (default 0.02)")
+    p.add_argument("--alpha", type=float, default=0.01, help="significance level of the rank test (default 0.01)")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument("--engine", choices=["spark", "duckdb"], default="spark",
+                   help="spark (default; any size) or duckdb (embedded: no JVM start, for a few runs)")
+    p.set_defaults(func=_cmd_compare)
+
+
+def _spark():
+    from pipelines.warehouse.session import get_spark
+
+    lake = Lake.from_env()
+    return get_spark(lake), lake
+
+
+def _cmd_regressions(args) -> int:
+    from pipelines.warehouse import catalog
+    from pipelines.mining.attribution import describe, pooled
+    from pipelines.query.sql import format_rows
+    from schemas.tables import REGRESSIONS
+
+    spark, lake = _spark()
+    table = spark.table(catalog.ensure_table(spark, lake, REGRESSIONS))
+    dt = safe_date(args.date) if args.date else None
+    groups = [r.asDict() for r in pooled(table, dt, include_cleared=args.all).collect()]
+    rows = []
+    if args.detail:
+        from pyspark.sql import functions as F
+
+        chosen = table if dt is None else table.where(F.col("change_dt") == F.lit(dt))
+        if not args.all:
+            chosen = chosen.where(F.col("status") != "cleared")
+        rows = [r.asDict() for r in chosen.orderBy("cause", "direction", "series_key").collect()]
+    if args.format == "json":
+        print(json.dumps({"date": dt, "groups": [{**g, "summary": describe(g)} for g in groups],
+                          "regressions": rows}, default=str, indent=2))
+        return 0
+    night = f"on {dt}" if dt else "in the whole history"
+    print(f"{sum(g['series'] for g in groups)} changed series {night}, {len(groups)} group(s):")
+    for g in groups:
+        print(f"  {describe(g)}")
+    if args.detail:
+        print(format_rows(list(DETAIL_COLUMNS), [tuple(r[c] for c in DETAIL_COLUMNS) for r in rows]))
+    return 0
+
+
+def _cmd_compare(args) -> int:
+    from pipelines.query.ab import ORDER, Side
+    from pipelines.query.sql import format_rows
+
+    a, b = Side.parse(args.a, args.run_a), Side.parse(args.b, args.run_b)
+    if args.engine == "duckdb":
+        from pipelines.query.ab import compare_runs_duckdb
+        from pipelines.warehouse.duck import duckdb_connection
+
+        rows = compare_runs_duckdb(duckdb_connection(Lake.from_env()), a, b, alpha=args.alpha,
+                                   tolerance=args.tolerance)
+    else:
+        from pipelines.warehouse import catalog
+        from pipelines.query.ab import compare_runs
+        from pipelines.warehouse.session import DATABASE
+        from schemas.tables import CASES
+
+        spark, lake = _spark()
+        cases = spark.table(catalog.ensure_table(spark, lake, CASES))
+        result = compare_runs(spark.table(f"{DATABASE}.samples"), spark.table(f"{DATABASE}.runs"), cases, a, b,
+                              alpha=args.alpha, tolerance=args.tolerance)
+        rows = [r.asDict() for r in result.orderBy(*ORDER).collect()]
+    if args.format == "json":
+        print(json.dumps({"a": str(a), "b": str(b), "cases": rows}, default=str, indent=2))
+        return 0
+    columns = list(COMPARE_COLUMNS) + (["test"] if args.format == "csv" else [])
+    if args.format == "table":
+        tests = sorted({r["test"] for r in rows if r["test"]})
+        print(f"A: {a}\nB: {b}\nratio = median(B) / median(A), 99 % bootstrap CI; test: {', '.join(tests) or '-'}")
+        mixed = sorted({(r["kind_a"], r["kind_b"]) for r in rows if r["kind_a"] and r["kind_a"] != r["kind_b"]})
+        for kind_a, kind_b in mixed:
+            print(f"note: side A is {kind_a} and side B is {kind_b} for some cases", file=sys.stderr)
+    print(format_rows(columns, [tuple(r[c] for c in columns) for r in rows], fmt=args.format))
+    if args.format == "table":
+        counts: dict[str, int] = {}
+        for r in rows:
+            counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+        print(", ".join(f"{v}: {n}" for v, n in sorted(counts.items())))
+    return 0
+
+
+def read_series(path: str, column: str):
+    """One numeric column of a CSV file, in file order; an empty cell (or NA, NaN, null)
+    is a missing run. A missing column or a cell that is not a number is an error naming
+    the file, the line and the value."""
+    import numpy as np
+    import pandas as pd
+
+    frame = pd.read_csv(path, dtype=str)
+    if column not in frame.columns:
+        raise ValueError(f"{path}: no column {column!r} (columns: {', '.join(frame.columns)})")
+    cells = frame[column].str.strip()
+    values = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(np.isnan(values) & cells.notna().to_numpy() & (cells != "").to_numpy())
+    if len(bad):
+        i = int(bad[0])  # line 1 is the header
+        raise ValueError(f"{path}, row {i + 1} (line {i + 2}), column {column!r}: {cells.iloc[i]!r} is not a number"
+                         + (f" ({len(bad) - 1} more such cells)" if len(bad) > 1 else ""))
+    return values
+
+
+def _cmd_detect(args) -> int:
+    from pipelines.changepoint import detect
+
+    changes = detect(read_series(args.file, args.column))
+    print(json.dumps({"changes": [c.index for c in changes],
+                      "details": [c.__dict__ for c in changes]}, default=str, indent=2))
+    return 0

@@ -1,0 +1,1 @@
+"""Configuration: the lake's layout, the pool registry, the owners file, progress lines."""

@@ -1,0 +1,1 @@
+"""Landing: atomic shard files, file checks, and ingest of results produced elsewhere."""

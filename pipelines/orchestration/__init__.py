@@ -1,0 +1,1 @@
+"""The bodies of the Airflow DAGs' tasks, the Airflow environment, and the demo run."""

@@ -1,0 +1,1 @@
+"""Projections: kernels onto catalog GPUs (roofline model)."""

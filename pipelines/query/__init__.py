@@ -1,0 +1,1 @@
+"""Queries: read-only SQL (Spark, DuckDB), the JDBC server, A/B comparisons of runs."""

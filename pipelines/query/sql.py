@@ -1,0 +1,309 @@
+"""Ad-hoc, read-only SQL over the published tables, on Spark or on DuckDB.
+
+The same query text runs on both engines as long as it names tables `perf.<table>` and
+uses functions both dialects share (see docs/queries.md):
+
+- Spark uses the process's session (`pipelines.warehouse.session.get_spark`) and the Hive catalog.
+- DuckDB opens an in-memory database with one view per table found under
+  `<lake>/warehouse/<table>/`, over the files Spark would read: the partitions of a
+  partitioned table (Hive layout), the live snapshot of an unpartitioned one
+  (pipelines/warehouse/snapshots.py), never a write in progress. The partition columns (`dt`,
+  `pool`, ...) are strings, as they are in Spark.
+
+Read-only is enforced twice: `check_read_only` accepts one SELECT, WITH, SHOW, DESCRIBE
+or EXPLAIN statement and rejects any statement separator or write keyword outside
+string literals and comments; and DuckDB runs with file access limited to the
+warehouse, extension loading off and its configuration locked. DuckDB still needs
+file access to read the views, so COPY ... TO inside the warehouse is kept out by the
+guard, not by DuckDB.
+"""
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+import json
+import re
+from decimal import Decimal
+
+from pipelines.config.lake import Lake
+from pipelines.warehouse.duck import duckdb_connection
+
+ENGINES = ("spark", "duckdb")
+FORMATS = ("table", "csv", "json")
+MAX_ROWS = 100_000
+
+_FIRST_WORDS = {"SELECT", "WITH", "SHOW", "DESCRIBE", "DESC", "EXPLAIN"}
+# Statements that write, change the session, run code or reach outside the lake. Any of
+# these words outside a literal or comment rejects the query (quote a column that has
+# one of these names). REFLECT/JAVA_METHOD call Java from Spark SQL.
+_FORBIDDEN = {
+    "INSERT", "UPDATE", "DELETE", "MERGE", "UPSERT", "DROP", "CREATE", "ALTER", "TRUNCATE", "COPY",
+    "ATTACH", "DETACH", "INSTALL", "LOAD", "SET", "RESET", "CALL", "EXPORT", "IMPORT", "PRAGMA",
+    "VACUUM", "CHECKPOINT", "GRANT", "REVOKE", "MSCK", "REFRESH", "CACHE", "UNCACHE", "ADD", "USE",
+    "ANALYZE", "COMMENT", "RENAME", "BEGIN", "COMMIT", "ROLLBACK", "DECLARE", "EXECUTE", "PREPARE",
+    "DEALLOCATE", "OVERWRITE", "DIRECTORY", "OPTIMIZE", "REPAIR", "REFLECT", "JAVA_METHOD", "TRY_REFLECT",
+}
+# Hive's script transform, `SELECT TRANSFORM(...) USING 'command'`, runs a shell command.
+_SCRIPT_TRANSFORM = re.compile(r"\bUSING\s*['\"]", re.IGNORECASE)
+
+
+class ReadOnlyError(ValueError):
+    """The query is not a single read-only statement."""
+
+
+def run_query(query: str, engine: str = "spark", lake: Lake | None = None, *,
+              max_rows: int = MAX_ROWS) -> tuple[list[str], list[tuple]]:
+    """Run one read-only statement; returns (column names, rows as tuples).
+
+    Values are plain Python: timestamps are timezone-aware UTC datetimes, maps are
+    dicts, structs are dicts, arrays are lists, on both engines. Raises ReadOnlyError
+    for anything but a single read-only statement, and ValueError when the result has
+    more than `max_rows` rows (aggregate or add a LIMIT)."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+    statement = check_read_only(query)
+    lake = lake or Lake.from_env()
+    run = _run_spark if engine == "spark" else _run_duckdb
+    columns, rows = run(statement, lake, max_rows + 1)
+    if len(rows) > max_rows:
+        raise ValueError(f"the query returned more than {max_rows} rows; aggregate, add a LIMIT, "
+                         f"or read the tables from a Spark job")
+    return columns, rows
+
+
+def check_read_only(query: str) -> str:
+    """The single statement of `query` (trailing ';' removed) if it is read-only;
+    otherwise ReadOnlyError saying what was found."""
+    if not isinstance(query, str) or not query.strip():
+        raise ReadOnlyError("the query is empty; give one SELECT, WITH, SHOW, DESCRIBE or EXPLAIN statement")
+    # Spark reads a backslash before a quote as an escape, DuckDB does not. Lexing both
+    # ways and requiring the same result means no literal can hide code from either.
+    code = _strip_literals(query, backslash_escapes=True)
+    if code != _strip_literals(query, backslash_escapes=False):
+        raise ReadOnlyError("the query has a backslash before a quote inside a literal, which Spark and DuckDB "
+                            "read differently; write a quote inside a string as '' instead")
+    body = code.rstrip()
+    if body.endswith(";"):
+        body = body[:-1]
+    if ";" in body:
+        raise ReadOnlyError("the query holds more than one statement; run one read-only statement at a time")
+    words = [w.upper() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", body)]
+    if not words or words[0] not in _FIRST_WORDS:
+        first = words[0] if words else body.strip()[:20]
+        raise ReadOnlyError(f"only SELECT, WITH, SHOW, DESCRIBE and EXPLAIN are allowed here, not {first!r}; "
+                            f"the ad-hoc SQL path is read-only (write tables through the pipeline jobs)")
+    if words[:2] in (["EXPLAIN", "ANALYZE"], ["SHOW", "CREATE"]):
+        words = words[2:]  # EXPLAIN ANALYZE runs the query and SHOW CREATE TABLE prints DDL: both only read
+    bad = sorted({w for w in words if w in _FORBIDDEN})
+    if bad:
+        raise ReadOnlyError(f"the query contains {', '.join(bad)}; the ad-hoc SQL path is read-only and accepts "
+                            f"no DDL, DML or session commands (quote a column of that name, e.g. `{bad[0].lower()}`)")
+    if _SCRIPT_TRANSFORM.search(body):
+        raise ReadOnlyError("TRANSFORM ... USING 'command' runs a program and is not allowed here")
+    return query[:len(body)].strip()
+
+
+def _strip_literals(query: str, *, backslash_escapes: bool) -> str:
+    """`query` with the inside of every string literal and quoted identifier blanked
+    and every comment turned into spaces, keeping each character's position. An
+    unterminated literal or comment runs to the end, as it would in the engine."""
+    out, i, n = list(query), 0, len(query)
+    while i < n:
+        c = query[i]
+        if c in "'\"`":
+            j = i + 1
+            while j < n:
+                if backslash_escapes and query[j] == "\\" and c != "`":
+                    j += 2
+                    continue
+                if query[j] == c:
+                    if j + 1 < n and query[j + 1] == c:  # doubled quote: an escaped quote
+                        j += 2
+                        continue
+                    break
+                j += 1
+            end = min(j, n)
+            out[i + 1:end] = " " * (end - i - 1)
+            i = end + 1
+        elif query.startswith("--", i):
+            j = query.find("\n", i)
+            end = n if j < 0 else j
+            out[i:end] = " " * (end - i)
+            i = end
+        elif query.startswith("/*", i):
+            j = query.find("*/", i + 2)
+            end = n if j < 0 else j + 2
+            if "/*" in query[i + 2:end]:
+                # Spark nests block comments; a lexer that does not would see other code.
+                raise ReadOnlyError("nested block comments are not allowed; use -- comments")
+            out[i:end] = " " * (end - i)
+            i = end
+        else:
+            i += 1
+    return "".join(out)
+
+
+# --- Spark --------------------------------------------------------------------------
+
+def _run_spark(statement: str, lake: Lake, limit: int) -> tuple[list[str], list[tuple]]:
+    from pyspark.sql import SparkSession
+    from pyspark.sql import types as T
+
+    if SparkSession.getActiveSession() is None:
+        _refuse_if_server_holds_metastore(lake)
+    from pipelines.warehouse.session import get_spark
+
+    df = get_spark(lake).sql(statement)
+    # Spark hands an instant (TimestampType) back as naive local time; make it aware UTC.
+    instant = [isinstance(f.dataType, T.TimestampType) for f in df.schema.fields]
+    rows = df.limit(limit).collect()
+    return list(df.columns), [tuple(_utc(v) if ts else _plain(v) for ts, v in zip(instant, r)) for r in rows]
+
+
+def _utc(v):
+    return None if v is None else v.astimezone(datetime.timezone.utc)
+
+
+def _plain(v):
+    if hasattr(v, "asDict"):  # pyspark Row (a struct)
+        return {k: _plain(x) for k, x in v.asDict().items()}
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _refuse_if_server_holds_metastore(lake: Lake) -> None:
+    from pipelines.query import server as sqlserver
+
+    st = sqlserver.status(lake)
+    if st.running:
+        raise RuntimeError(f"the SQL server (pid {st.pid}, {st.host}:{st.port}) holds this lake's embedded Derby "
+                           f"metastore, which admits one process; query it over JDBC "
+                           f"(jdbc:hive2://{st.host}:{st.port}), use --engine duckdb, "
+                           f"or stop it with `perflake sql-server stop`")
+
+
+# --- DuckDB -------------------------------------------------------------------------
+
+def _run_duckdb(statement: str, lake: Lake, limit: int) -> tuple[list[str], list[tuple]]:
+    import duckdb
+
+    con = duckdb_connection(lake)
+    try:
+        parsed = con.extract_statements(statement)
+        allowed = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+        if len(parsed) != 1 or parsed[0].type not in allowed:
+            raise ReadOnlyError(f"DuckDB reads this as {[str(s.type) for s in parsed]}, not one read-only "
+                                f"statement; the ad-hoc SQL path is read-only")
+        cur = con.execute(statement)
+        columns = [d[0] for d in cur.description]
+        rows = cur.fetchmany(limit)
+    finally:
+        con.close()
+    return columns, [tuple(_duck_value(v) for v in r) for r in rows]
+
+
+def _duck_value(v):
+    # TIMESTAMP columns written by Spark hold UTC instants; DuckDB hands them back naive.
+    if isinstance(v, datetime.datetime) and v.tzinfo is None:
+        return v.replace(tzinfo=datetime.timezone.utc)
+    if isinstance(v, dict):
+        return {k: _duck_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_duck_value(x) for x in v]
+    return v
+
+
+# --- Output -------------------------------------------------------------------------
+
+def format_rows(columns: list[str], rows: list[tuple], fmt: str = "table") -> str:
+    """Rows as an aligned text table (numbers right-aligned, NULL for missing, a row
+    count below), as CSV with a header, or as a JSON list of objects."""
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(columns)
+        w.writerows([["" if v is None else _text(v, full=True) for v in r] for r in rows])
+        return buf.getvalue().rstrip("\n")
+    if fmt == "json":
+        keys = _unique(columns)
+        return json.dumps([dict(zip(keys, map(_json_value, r))) for r in rows], indent=2)
+    if fmt != "table":
+        raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if len(rows) == 1 and any(isinstance(v, str) and "\n" in v for v in rows[0]):
+        # An EXPLAIN plan or similar: print it as it is, one column after the other.
+        if len(columns) == 1:
+            return rows[0][0]
+        return "\n".join(f"{c}:\n{_text(v, full=True)}" for c, v in zip(columns, rows[0]))
+    cells = [[_text(v) for v in r] for r in rows]
+    right = [_numeric_column([r[i] for r in rows]) for i in range(len(columns))]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+
+    def line(values):
+        return " | ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right)).rstrip()
+
+    out = [line(columns), "-+-".join("-" * w for w in widths)]
+    out += [line(r) for r in cells]
+    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(out)
+
+
+def _numeric_column(values: list) -> bool:
+    present = [v for v in values if v is not None]
+    return bool(present) and all(isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) for v in present)
+
+
+def _text(v, *, full: bool = False) -> str:
+    if v is None:
+        s = "NULL"
+    elif isinstance(v, bool):
+        s = "true" if v else "false"
+    elif isinstance(v, float):
+        s = repr(v) if full else _number(v)  # CSV keeps every digit
+    elif isinstance(v, datetime.datetime):
+        s = v.isoformat(sep=" ")
+    elif isinstance(v, (dict, list)):
+        s = json.dumps(_json_value(v), sort_keys=isinstance(v, dict))
+    else:
+        s = str(v)
+    if full:
+        return s
+    s = s.replace("\n", "\\n")
+    return s if len(s) <= 80 else s[:79] + "…"
+
+
+def _number(v: float) -> str:
+    if v != v or v in (float("inf"), float("-inf")):
+        return str(v)
+    if v == 0 or 1e-4 <= abs(v) < 1e15:
+        return f"{v:.4f}".rstrip("0").rstrip(".")
+    return f"{v:.6g}"
+
+
+def _json_value(v):
+    if isinstance(v, dict):
+        return {str(k): _json_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_value(x) for x in v]
+    if isinstance(v, (datetime.datetime, datetime.date)):
+        return v.isoformat()
+    if isinstance(v, Decimal):
+        return float(v)
+    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(v, (bytes, bytearray)):
+        return v.hex()
+    return v
+
+
+def _unique(columns: list[str]) -> list[str]:
+    """Column names made unique (x, x_2, ...) so that JSON objects keep every value."""
+    seen: dict[str, int] = {}
+    out = []
+    for c in columns:
+        seen[c] = seen.get(c, 0) + 1
+        out.append(c if seen[c] == 1 else f"{c}_{seen[c]}")
+    return out

@@ -1,0 +1,1 @@
+"""Triage: the regression lifecycle people drive, and the owners' nightly digests."""

@@ -1,0 +1,1 @@
+"""Warehouse access: the Spark session, the `perf` catalog, snapshot publishing, table readers."""

@@ -1,0 +1,103 @@
+"""Publishing tables in the Spark catalog (database `perf`), idempotently.
+
+Partitioned tables are written with dynamic partition overwrite: a partition present in
+the new data replaces the old one whole, others stay. Spark writes the new partitions
+into a staging directory and renames each into place when the job commits, so a reader
+sees a partition's old files or its new ones, never part of a write.
+
+Unpartitioned tables (hardware, cases, series, regressions, projections) are published
+as immutable snapshots behind a pointer (pipelines/warehouse/snapshots.py): a static overwrite
+would delete the old files before writing the new, and a writer killed in between would
+lose the table, triage notes in perf.regressions included.
+
+Every table lives under warehouse/<table>, registered in the metastore.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+
+from pipelines.warehouse import snapshots
+from pipelines.config.lake import Lake
+from pipelines.warehouse.session import DATABASE
+from schemas.spark import create_table_ddl, spark_schema
+from schemas.tables import Table
+
+
+def ensure_table(spark: SparkSession, lake: Lake, table: Table) -> str:
+    """Create the table if it is missing; add columns that the definition gained since
+    it was created (older rows read them as null). A changed type is an error."""
+    name = f"{DATABASE}.{table.name}"
+    table_dir = lake.table_path(table.name)
+    table_dir.mkdir(parents=True, exist_ok=True)
+    location = table_dir if table.partition_by else snapshots.live_dir(table_dir)
+    spark.sql(create_table_ddl(table, DATABASE, location.as_uri()))
+    if not table.partition_by:
+        _point_at(spark, name, location)  # heals a writer that died between the two swaps
+    existing = {f.name: f.dataType for f in spark.table(name).schema.fields}
+    wanted = spark_schema(table)
+    changed = [f.name for f in wanted.fields if f.name in existing and existing[f.name] != f.dataType]
+    if changed:
+        raise RuntimeError(f"table {name} at {lake.table_path(table.name)} has columns {changed} of another type "
+                           f"than schemas/tables.py defines; re-mine into a new lake or drop the table")
+    missing = [f for f in wanted.fields if f.name not in existing]
+    if missing:
+        cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+        spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({cols})")
+    return name
+
+
+def location(spark: SparkSession, name: str) -> Path:
+    """Where the metastore says table `name` lives."""
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
+    uri = next(r.data_type for r in rows if r.col_name == "Location")
+    return Path("/" + uri.removeprefix("file:").lstrip("/"))
+
+
+def _point_at(spark: SparkSession, name: str, directory: Path) -> None:
+    if location(spark, name) != directory:
+        spark.sql(f"ALTER TABLE {name} SET LOCATION '{directory.as_uri()}'")
+
+
+def _in_table_order(spark: SparkSession, name: str, df: DataFrame) -> DataFrame:
+    """insertInto is positional: select the columns in the table's own order."""
+    return df.select(*spark.table(name).columns)
+
+
+def write_partitions(spark: SparkSession, lake: Lake, df: DataFrame, table: Table) -> None:
+    """Replace exactly the partitions that `df` holds."""
+    if not table.partition_by:
+        raise ValueError(f"{table.name} is not partitioned; use replace_by_key")
+    name = ensure_table(spark, lake, table)
+    # Compaction: one task per partition writes it as few files as maxRecordsPerFile
+    # allows, rather than one small file per shuffle partition.
+    _in_table_order(spark, name, df).repartition(*table.partition_by).write.insertInto(name, overwrite=True)
+
+
+def replace_by_key(spark: SparkSession, lake: Lake, df: DataFrame, table: Table) -> None:
+    """Upsert: rows of `df` replace existing rows with the same key; others stay."""
+    name = ensure_table(spark, lake, table)
+    keys = list(table.keys)
+    new = _in_table_order(spark, name, df).dropDuplicates(keys)
+    kept = spark.table(name).join(new.select(*keys), keys, "left_anti")
+    _publish_snapshot(spark, lake, name, table, new.unionByName(kept))
+
+
+def overwrite(spark: SparkSession, lake: Lake, df: DataFrame, table: Table) -> None:
+    """Replace the whole table (for tables recomputed from full history, like series)."""
+    name = ensure_table(spark, lake, table)
+    _publish_snapshot(spark, lake, name, table, _in_table_order(spark, name, df))
+
+
+def _publish_snapshot(spark: SparkSession, lake: Lake, name: str, table: Table, df: DataFrame) -> None:
+    """Write `df` as a new snapshot of an unpartitioned table, then make it the live one.
+    The snapshot is a new directory, so `df` may read the table it replaces."""
+    if table.partition_by:
+        raise ValueError(f"{table.name} is partitioned; use write_partitions")
+    table_dir = lake.table_path(table.name)
+    snapshot = snapshots.new_snapshot(table_dir)
+    df.write.mode("errorifexists").parquet(snapshot.as_uri())
+    snapshots.switch(table_dir, snapshot)
+    _point_at(spark, name, snapshot)
+    snapshots.remove_stale(table_dir)

@@ -1,0 +1,64 @@
+"""The Spark session: local mode by default, any master via $PERFLAKE_SPARK_MASTER, with
+the Hive catalog (embedded metastore under the lake) so tables outlive the session."""
+from __future__ import annotations
+
+import os
+import sys
+
+from pipelines.config.lake import Lake
+
+DATABASE = "perf"
+
+
+def spark_conf(lake: Lake) -> dict[str, str]:
+    ms = lake.metastore
+    return {
+        "spark.sql.warehouse.dir": str(lake.warehouse),
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={ms}/metastore_db;create=true",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={ms} -Dderby.stream.error.file={ms}/derby.log",
+        "spark.sql.sources.partitionOverwriteMode": "dynamic",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": os.environ.get("PERFLAKE_SHUFFLE_PARTITIONS", "8"),
+        "spark.ui.enabled": "false",
+        "spark.sql.parquet.compression.codec": "zstd",
+        "spark.sql.files.maxRecordsPerFile": "5000000",
+        # An aggregation whose input is already sorted by its keys (the mining chain sorts
+        # the samples once, by case, after its one shuffle) streams through a sort
+        # aggregate instead of hashing every key: the natural-key deduplication and the
+        # per-case statistics neither hash 10^7-10^8 keys nor fall back to a second sort.
+        "spark.sql.execution.replaceHashWithSortAgg": "true",
+        # The mining job reads landing files by name (already listed); past 32 paths Spark
+        # would start a job of one task per path just to stat them (0.5-2 s for a 64-file
+        # night against 0.1 s on the driver, NOTES-scale.md). Listing thousands of paths
+        # (years of partitions on object storage) still goes parallel.
+        "spark.sql.sources.parallelPartitionDiscovery.threshold": "1024",
+    }
+
+
+def get_spark(lake: Lake, app: str = "perflake"):
+    """The process's session for this lake (created once, then reused)."""
+    from pyspark.sql import SparkSession
+
+    lake.metastore.mkdir(parents=True, exist_ok=True)
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        current = active.conf.get("spark.sql.warehouse.dir")
+        if current.removeprefix("file:") != str(lake.warehouse):
+            raise RuntimeError(f"a Spark session for lake {current} is already running in this process; "
+                               f"cannot switch to {lake.warehouse}")
+        return active
+    # Python workers (pandas UDFs, e.g. change detection) run this interpreter, whose
+    # environment has pandas and pyarrow, unless the deployment names another.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app)
+    master = os.environ.get("PERFLAKE_SPARK_MASTER")
+    if master or "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # Under spark-submit (which starts the JVM and sets the gateway port), its
+        # --master decides; otherwise $PERFLAKE_SPARK_MASTER or local mode.
+        builder = builder.master(master or "local[2]")
+    for k, v in spark_conf(lake).items():
+        builder = builder.config(k, v)
+    spark = builder.enableHiveSupport().getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
+    return spark

@@ -1,0 +1,1 @@
+"""Launchers for tests and development: a local Airflow, a local Spark standalone cluster."""
