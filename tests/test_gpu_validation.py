@@ -1,0 +1,112 @@
+"""benchmarks/gpu_validation.py without a GPU: its goals by size, its table and notes,
+and its resumable night loop (issues #22 and #26)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def gv():
+    spec = importlib.util.spec_from_file_location("gpu_validation", REPO / "benchmarks" / "gpu_validation.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(label, do_bench_us, cold_us, hot_us=None, graph_us=None, drift=0.001, **extra):
+    cold, ref = cold_us * 1e3, do_bench_us * 1e3
+    hot, graph = (hot_us or cold_us) * 1e3, (graph_us or cold_us) * 1e3
+    return {"label": label, "kernel": "copy", "status": "ok", "correct": True, "flops": 0, "bytes": 1,
+            "harness_cold_median_ns": cold, "harness_hot_median_ns": hot, "do_bench_median_ns": ref,
+            "graph_median_ns": graph, "agreement_do_bench": cold / ref - 1, "agreement_graph": hot / graph - 1,
+            "old_order_vs_do_bench": None, "drift": drift, "harness_wall_s": 1.0,
+            "goal": {True: 0.03, False: 0.10}[ref >= 20_000] if ref >= 5_000 else None, **extra}
+
+
+def _report(rows, gpu="NVIDIA H100 80GB HBM3", smoke=False):
+    return {"date_utc": "2026-11-24T00:00:00+00:00", "command": "gpu_validation.py", "device": "cuda",
+            "smoke": smoke, "provenance": {"gpu_name": gpu, "driver_version": "580.159.04",
+                                           "torch_version": "2.11.0", "triton_version": "3.6.0"},
+            "rule": {}, "cases": rows, "peaks": {}}
+
+
+def test_goal_is_3_percent_from_20_us_10_percent_from_5_us_and_none_below(gv):
+    assert gv.goal_for(20_000) == 0.03 and gv.goal_for(1e7) == 0.03
+    assert gv.goal_for(19_999) == 0.10 and gv.goal_for(5_000) == 0.10
+    assert gv.goal_for(4_999) is None
+
+
+def test_misses_name_each_reference_a_case_strays_from_beyond_its_goal(gv):
+    report = _report([
+        _row("big ok", 100.0, 102.0),                  # +2 % at 100 us: within 3 %
+        _row("big off", 100.0, 105.0),                 # +5 %: over 3 %
+        _row("mid ok", 10.0, 10.9),                    # +9 % at 10 us: within 10 %
+        _row("graph off", 50.0, 50.0, hot_us=50.0, graph_us=45.0),
+        _row("tiny", 2.0, 4.0),                        # +100 % at 2 us: reported only
+        _row("drifty", 100.0, 100.0, drift=0.02)])
+    missed = gv.misses(report)
+    assert missed == ["big off: +5.00% from do_bench (goal 3%)", "graph off: +11.11% from graph (goal 3%)",
+                      "drifty: drift 2.00% over 1%"]
+
+
+def test_table_lists_cases_shortest_first_with_failures_last(gv):
+    report = _report([_row("slow", 1000.0, 1000.0), {"label": "broken", "status": "failed", "error": "boom"},
+                      _row("fast", 3.0, 3.1)])
+    lines = gv.table_lines(report)
+    assert [line.split(" | ")[0] for line in lines[2:]] == ["| fast", "| slow", "| broken"]
+    assert "reported" in lines[2] and "3%" in lines[3]
+
+
+def test_notes_block_is_replaced_for_the_same_gpu_and_added_for_another(gv, tmp_path):
+    notes = tmp_path / "NOTES.md"
+    notes.write_text("# notes\n\nhand-written text stays\n")
+    gv.write_notes(notes, _report([_row("a", 100.0, 101.0)]))
+    gv.write_notes(notes, _report([_row("b", 100.0, 101.0)]))
+    gv.write_notes(notes, _report([_row("c", 100.0, 101.0)], gpu="NVIDIA H200"))
+    text = notes.read_text()
+    assert "hand-written text stays" in text
+    assert text.count("<!-- gpu-validation: NVIDIA H100 80GB HBM3 -->") == 1
+    assert "| a |" not in text and "| b |" in text and "| c |" in text
+    assert "driver 580.159.04".lower() in text.lower() and "torch 2.11.0" in text and "2026-11-24" in text
+
+
+def test_a_smoke_block_says_it_is_not_a_validation(gv, tmp_path):
+    notes = tmp_path / "NOTES.md"
+    gv.write_notes(notes, _report([_row("a", 100.0, 101.0)], gpu="AMD EPYC", smoke=True))
+    assert "CPU smoke run: a logic check, not a validation" in notes.read_text()
+
+
+def test_night_starts_nothing_the_budget_cannot_fit_and_names_what_is_left(gv, tmp_path, capsys):
+    assert gv.night(tmp_path / "night", budget_s=1.0, pool="h100", device="cuda") == 3
+    out = capsys.readouterr().out
+    assert "to do in the next call: validation, roofline 0/1, llm-gemm 0/2" in out
+    state = json.loads((tmp_path / "night" / "night.json").read_text())
+    assert state["pool"] == "h100" and state["stopping"] == gv.NIGHT_STOPPING
+    assert not (tmp_path / "night" / "shards").exists()
+
+
+def test_night_smoke_on_cpu_lands_a_shard_and_a_validation_and_a_second_call_redoes_nothing(tmp_path):
+    night = tmp_path / "night"
+    cmd = [sys.executable, "benchmarks/gpu_validation.py", "--night", str(night), "--smoke", "--device", "cpu",
+           "--budget-s", "400"]
+    first = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "night complete" in first.stdout
+    report = json.loads((night / "validation.json").read_text())
+    assert report["smoke"] and all(c["do_bench"].startswith("unavailable") for c in report["cases"])
+    assert {p.name for p in (night / "shards" / "cpu-smoke-0").iterdir()} == {
+        "samples.parquet", "case_results.parquet", "run.parquet"}
+    (run,) = pq.read_table(night / "shards" / "cpu-smoke-0" / "run.parquet").to_pylist()
+    assert run["suite"] == "cpu-smoke" and run["launch_overhead_ns"] > 0
+    again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and "night complete" in again.stdout
+    assert "(budget left" not in again.stdout  # no unit started again
