@@ -40,6 +40,8 @@ import pyarrow.parquet as pq
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from pipelines.config import processes  # noqa: E402
+
 DT, POOL, SUITE = "2031-06-01", "sim-h100", "llm-gemm"
 SAMPLES_PER_CASE = 2000
 KEYS = ["run_id", "case_id", "attempt"]
@@ -235,26 +237,6 @@ ENGINES = {"spark-startup": run_spark_startup, "spark-core": run_spark_core, "sp
 
 
 # ---------------------------------------------------------------- measuring
-def tree_rss_bytes(pid: int) -> int:
-    """Resident memory of a process and all its descendants."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            p = int(stat.parent.name)
-            children.setdefault(int(fields[1]), []).append(p)
-            rss[p] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, IndexError, ValueError):
-            continue
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        total += rss.get(p, 0)
-        todo += children.get(p, [])
-    return total
-
-
 def measure(engine: str, root: Path, out: Path, driver_memory: str | None = None) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "PERFLAKE_HOME": str(root)}
@@ -268,7 +250,7 @@ def measure(engine: str, root: Path, out: Path, driver_memory: str | None = None
     def sample():
         nonlocal peak
         while proc.poll() is None:
-            peak = max(peak, tree_rss_bytes(proc.pid))
+            peak = max(peak, processes.tree_rss_bytes(proc.pid))
             time.sleep(0.25)
 
     t = threading.Thread(target=sample)

@@ -56,7 +56,7 @@ def run_collectives(cases: list[Case], world_size: int, rule: StoppingRule, devi
         return [CaseOutcome(status="skipped", error=reason) for _ in cases]
     ctx = mp.get_context("spawn")
     results_q = ctx.Queue()
-    port = _free_port()
+    port = free_port()
     procs = [ctx.Process(target=_rank_main, daemon=True,
                          args=(rank, world_size, port, backend, [c.to_dict() for c in cases], rule, results_q))
              for rank in range(world_size)]
@@ -114,7 +114,8 @@ def _lost(codes: list[int | None], per_case_s: float) -> CaseOutcome:
     return CaseOutcome(status="timeout", error=f"no result after {per_case_s:.0f} s; ranks killed")
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
     # The port is released before the ranks bind it; a collision is possible but rare,
     # and shows as a rendezvous error in this case's record rather than a silent loss.
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

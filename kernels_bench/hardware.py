@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from kernels_bench.yaml_subset import safe_load
+from kernels_bench.yaml_file import load_yaml
 
 CATALOG_PATH = Path(__file__).parent / "hardware.yaml"
 _REQUIRED = ("name", "peak_tflops", "memory_bandwidth_gbps", "source")
@@ -28,15 +28,22 @@ class Hardware:
     def roofline_ns(self, flops: float, bytes_: float, dtype: str) -> float:
         """Lower bound of a call's time: the slower of compute and memory traffic."""
         peak = self.peak_tflops.get(dtype) or self.peak_tflops.get("fp32")
-        compute = flops / (peak * 1e12) if flops else 0.0
-        memory = bytes_ / (self.memory_bandwidth_gbps * 1e9) if bytes_ else 0.0
-        return max(compute, memory) * 1e9
+        compute, memory = roofs_ns(flops or 0.0, bytes_ or 0.0, peak, self.memory_bandwidth_gbps)
+        return max(compute, memory)
+
+
+def roofs_ns(flops, bytes_, peak_tflops, bandwidth_gbps):
+    """(compute-bound ns, memory-bound ns) of a call at the roofs: its flops at the peak
+    TFLOP/s and its bytes at the peak GB/s (1 TFLOP/s = 1e3 flop/ns, 1 GB/s = 1 byte/ns).
+    Arithmetic only, so the one formula serves floats, numpy arrays and Spark columns;
+    the caller takes the slower bound and decides what a missing roof means."""
+    return flops / (peak_tflops * 1e3), bytes_ / bandwidth_gbps
 
 
 @lru_cache(maxsize=4)
 def load_catalog(path: str | None = None) -> dict[str, Hardware]:
     p = Path(path) if path else CATALOG_PATH
-    doc = safe_load(p.read_text(), str(p)) or {}
+    doc = load_yaml(p) or {}
     out = {}
     for sku, spec in doc.items():
         missing = [k for k in _REQUIRED if k not in (spec or {})]

@@ -25,7 +25,7 @@ from typing import Any
 from kernels_bench.case import Case
 from kernels_bench.kernels import KERNELS
 from kernels_bench.stopping import StoppingRule
-from kernels_bench.yaml_subset import safe_load
+from kernels_bench.yaml_file import load_yaml
 
 SUITES_DIR = Path(__file__).parent / "suites"
 EXPLOSION_WARNING = 5_000
@@ -86,7 +86,7 @@ def suite_path(name_or_path: str) -> Path:
 
 def load_suite(name_or_path: str) -> Suite:
     path = suite_path(name_or_path)
-    doc = safe_load(path.read_text(), str(path))
+    doc = load_yaml(path)
     where = str(path)
     if not isinstance(doc, dict) or "groups" not in doc:
         raise SuiteError(f"{where}: a suite is a mapping with a 'groups' list")

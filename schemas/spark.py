@@ -11,8 +11,11 @@ _SPARK = {
     "map<string,string>": T.MapType(T.StringType(), T.StringType()),
     "array<string>": T.ArrayType(T.StringType()),
 }
-_DDL = {"string": "STRING", "int32": "INT", "int64": "BIGINT", "float64": "DOUBLE", "bool": "BOOLEAN",
-        "timestamp": "TIMESTAMP", "map<string,string>": "MAP<STRING,STRING>", "array<string>": "ARRAY<STRING>"}
+
+
+def spark_type(logical: str) -> T.DataType:
+    """The Spark type of a logical column type (schemas.tables)."""
+    return _SPARK[logical]
 
 
 def ordered_columns(table: Table) -> list[str]:
@@ -28,7 +31,7 @@ def spark_schema(table: Table, *, with_partitions: bool = True) -> T.StructType:
 
 
 def create_table_ddl(table: Table, database: str, location: str) -> str:
-    cols = ",\n  ".join(f"`{n}` {_DDL[table.column(n).type]} COMMENT '{table.column(n).doc.replace(chr(39), '')}'"
+    cols = ",\n  ".join(f"`{n}` {spark_type(table.column(n).type).simpleString()} COMMENT '{table.column(n).doc.replace(chr(39), '')}'"
                         for n in ordered_columns(table))
     parts = f"\nPARTITIONED BY ({', '.join(table.partition_by)})" if table.partition_by else ""
     return (f"CREATE TABLE IF NOT EXISTS {database}.{table.name} (\n  {cols}\n) USING parquet{parts}\n"

@@ -12,17 +12,22 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-# Logical type name -> Arrow type. Spark types are derived in schemas/spark.py.
-_ARROW_TYPES = {
-    "string": pa.string(),
-    "int32": pa.int32(),
-    "int64": pa.int64(),
-    "float64": pa.float64(),
-    "bool": pa.bool_(),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-    "map<string,string>": pa.map_(pa.string(), pa.string()),
-    "array<string>": pa.list_(pa.string()),
+# Logical type name -> (Arrow type, DuckDB type). Spark types are derived in schemas/spark.py.
+_TYPES = {
+    "string": (pa.string(), "VARCHAR"),
+    "int32": (pa.int32(), "INTEGER"),
+    "int64": (pa.int64(), "BIGINT"),
+    "float64": (pa.float64(), "DOUBLE"),
+    "bool": (pa.bool_(), "BOOLEAN"),
+    "timestamp": (pa.timestamp("us", tz="UTC"), "TIMESTAMP"),
+    "map<string,string>": (pa.map_(pa.string(), pa.string()), "MAP(VARCHAR, VARCHAR)"),
+    "array<string>": (pa.list_(pa.string()), "VARCHAR[]"),
 }
+
+
+def duckdb_type(logical: str) -> str:
+    """The DuckDB type of a logical column type."""
+    return _TYPES[logical][1]
 
 
 @dataclass(frozen=True)
@@ -33,7 +38,7 @@ class Column:
     nullable: bool = True
 
     def __post_init__(self) -> None:
-        if self.type not in _ARROW_TYPES:
+        if self.type not in _TYPES:
             raise ValueError(f"column {self.name!r}: unknown type {self.type!r}")
 
 
@@ -59,7 +64,7 @@ class Table:
     def arrow_schema(self, *, with_partitions: bool = True) -> pa.Schema:
         cols = [c for c in self.columns if with_partitions or c.name not in self.partition_by]
         return pa.schema(
-            [pa.field(c.name, _ARROW_TYPES[c.type], nullable=c.nullable) for c in cols],
+            [pa.field(c.name, _TYPES[c.type][0], nullable=c.nullable) for c in cols],
             metadata={"perflake.table": self.name, "perflake.version": str(self.version)},
         )
 

@@ -9,7 +9,8 @@ import datetime
 import pyarrow.dataset as ds
 import pytest
 
-from launchers.airflow_local import LocalAirflow, group_members
+from launchers.airflow_local import LocalAirflow
+from pipelines.config.processes import group_members
 from pipelines.config.lake import Lake
 
 pytestmark = pytest.mark.slow

@@ -15,12 +15,13 @@ import html
 import json
 import os
 import re
-import socket
 import threading
 from email import policy
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+from kernels_bench.collectives import free_port
 
 from kernels_bench.case import Case
 from kernels_bench.sim import Injection, _unit
@@ -49,7 +50,7 @@ class Inbox:
         from aiosmtpd.controller import Controller
 
         self.messages: list = []
-        self.port = _free_port()
+        self.port = free_port()
         self.controller = Controller(self, hostname="127.0.0.1", port=self.port)
 
     async def handle_DATA(self, server, session, envelope):
@@ -72,11 +73,6 @@ class Hooks(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_the_scenarios_cases_are_unimodal_on_the_simulator():

@@ -10,7 +10,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from launchers.airflow_local import group_members
+from pipelines.config.processes import group_members
 from pipelines.config.lake import Lake
 from launchers.spark_cluster import LocalCluster, submit
 from pipelines.sweep.shards import plan_shards, run_shard

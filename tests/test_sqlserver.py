@@ -10,16 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from kernels_bench.collectives import free_port
+
 from pipelines.query import server as sqlserver
 from pipelines.config.lake import Lake
 
 pytestmark = pytest.mark.slow
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _listening(port: int) -> bool:
@@ -43,12 +40,12 @@ def server_lake(tmp_path):
 
 
 def test_the_server_answers_sql_over_jdbc_and_stops_cleanly(server_lake):
-    port = _free_port()
+    port = free_port()
     st = sqlserver.start(server_lake, port=port, timeout_s=180)
     assert st.running and st.host == "127.0.0.1" and _listening(port)
     assert sqlserver.status(server_lake).pid == st.pid
     with pytest.raises(RuntimeError, match="already runs for this lake"):
-        sqlserver.start(server_lake, port=_free_port())
+        sqlserver.start(server_lake, port=free_port())
 
     location = (server_lake.root / "external" / "t").as_uri()
     sqlserver.query_via_beeline("CREATE DATABASE IF NOT EXISTS perf", port=port)

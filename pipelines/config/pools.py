@@ -5,8 +5,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
+from kernels_bench.yaml_file import load_yaml
 from pipelines.config.lake import safe_name
 
 DEFAULT_PATH = Path(__file__).parent / "pools.yaml"
@@ -32,7 +32,7 @@ class Pool:
 
 def load_pools(path: str | Path | None = None) -> dict[str, Pool]:
     p = Path(path or os.environ.get("PERFLAKE_POOLS") or DEFAULT_PATH)
-    doc = yaml.safe_load(p.read_text()) or {}
+    doc = load_yaml(p) or {}
     if not isinstance(doc, dict):
         raise ValueError(f"{p}: a mapping of pool name to its settings")
     pools = {}

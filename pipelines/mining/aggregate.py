@@ -9,9 +9,10 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from kernels_bench.hardware import roofs_ns
 from pipelines.mining.outliers import GROUP
 from pipelines.mining.order_stats import at as _at, quantile
-from schemas.spark import ordered_columns
+from schemas.spark import ordered_columns, spark_type
 from schemas.tables import CASE_STATS
 
 STABLE_REL_IQR = 0.05  # IQR / median at or under this is a stable measurement
@@ -44,8 +45,8 @@ def sample_stats(flagged: DataFrame) -> DataFrame:
 
 def roofline_ns(flops: Column, bytes_: Column, peak_tflops: Column, bandwidth_gbps: Column) -> Column:
     """The lower bound of a call: the slower of its compute and its memory traffic."""
-    compute = F.when(peak_tflops > 0, flops / (peak_tflops * 1e3))
-    memory = F.when(bandwidth_gbps > 0, bytes_ / bandwidth_gbps)
+    compute, memory = roofs_ns(flops, bytes_, peak_tflops, bandwidth_gbps)
+    compute, memory = F.when(peak_tflops > 0, compute), F.when(bandwidth_gbps > 0, memory)
     return F.greatest(F.coalesce(compute, F.lit(0.0)), F.coalesce(memory, F.lit(0.0)))
 
 
@@ -74,9 +75,4 @@ def case_stats(flagged: DataFrame, case_results: DataFrame, runs: DataFrame, har
                                                  F.col("flops_per_call") / F.col("energy_per_call_j") / 1e12))
            .withColumn("joules_per_tflop", F.when(F.col("flops_per_call") > 0,
                                                   F.col("energy_per_call_j") / (F.col("flops_per_call") / 1e12))))
-    return out.select(*[F.col(c).cast(_spark_type(c)) for c in ordered_columns(CASE_STATS)])
-
-
-def _spark_type(name: str) -> str:
-    return {"string": "string", "int32": "int", "int64": "bigint", "float64": "double",
-            "bool": "boolean"}[CASE_STATS.column(name).type]
+    return out.select(*[F.col(c).cast(spark_type(CASE_STATS.column(c).type)) for c in ordered_columns(CASE_STATS)])

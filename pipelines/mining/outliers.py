@@ -8,9 +8,10 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from pipelines.changepoint.noise import MAD_TO_SIGMA
+
 GROUP = ("run_id", "case_id", "attempt")
 OUTLIER_K = 5.0
-MAD_TO_SIGMA = 1.4826
 
 
 def flag_outliers(samples: DataFrame, k: float = OUTLIER_K) -> DataFrame:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from kernels_bench.hardware import Hardware
+from kernels_bench.hardware import Hardware, roofs_ns
 
 MODEL = "roofline-efficiency-v1"
 EFF_MIN, EFF_MAX = 1e-4, 1.0
@@ -41,12 +41,11 @@ NOOP_KERNEL = "noop"
 def roofline_ns(flops, bytes_, peak_tflops, bandwidth_gbps) -> tuple[np.ndarray, np.ndarray]:
     """(compute-bound ns, memory-bound ns) of each call at the roofs: flops at peak
     TFLOP/s and bytes at peak GB/s (1 TFLOP/s = 1e3 flop/ns, 1 GB/s = 1 byte/ns)."""
-    flops = np.asarray(flops, dtype=float)
-    bytes_ = np.asarray(bytes_, dtype=float)
+    peak = np.asarray(peak_tflops, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        compute = np.where(np.asarray(peak_tflops, dtype=float) > 0, flops / (np.asarray(peak_tflops) * 1e3), np.nan)
-        memory = bytes_ / np.asarray(bandwidth_gbps, dtype=float)
-    return compute, memory
+        compute, memory = roofs_ns(np.asarray(flops, dtype=float), np.asarray(bytes_, dtype=float), peak,
+                                   np.asarray(bandwidth_gbps, dtype=float))
+    return np.where(peak > 0, compute, np.nan), memory
 
 
 def regime(compute_ns, memory_ns) -> np.ndarray:

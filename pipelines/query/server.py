@@ -30,8 +30,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipelines.config import processes
 from pipelines.config.lake import Lake
-from pipelines.warehouse.session import spark_conf
+from pipelines.warehouse.session import spark_conf, spark_home
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 10000
@@ -62,16 +63,6 @@ def pid_file(lake: Lake) -> Path:
 
 def log_file(lake: Lake) -> Path:
     return run_dir(lake) / "sql-server.log"
-
-
-def spark_home() -> Path:
-    """The Spark distribution inside the pip-installed pyspark."""
-    import pyspark
-
-    home = Path(pyspark.__file__).parent
-    if not (home / "bin" / "spark-submit").exists():
-        raise FileNotFoundError(f"{home}/bin/spark-submit is missing; reinstall pyspark in this venv")
-    return home
 
 
 def server_command(lake: Lake, host: str, port: int) -> list[str]:
@@ -133,11 +124,11 @@ def stop(lake: Lake, *, timeout_s: float = 30.0) -> bool:
         return False
     _signal_group(st.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while _alive(st.pid) and time.monotonic() < deadline:
+    while processes.alive(st.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if _alive(st.pid):
+    if processes.alive(st.pid):
         _signal_group(st.pid, signal.SIGKILL)
-        while _alive(st.pid) and time.monotonic() < deadline + 10:
+        while processes.alive(st.pid) and time.monotonic() < deadline + 10:
             time.sleep(0.2)
     _forget(lake)
     return True
@@ -194,28 +185,9 @@ def _accepts(host: str, port: int) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped by its parent) is gone for our purposes.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 def _is_server(pid: int) -> bool:
     """The pid is alive and is our server, not a process that reused a stale pid."""
-    if not _alive(pid):
-        return False
-    try:
-        return MAIN_CLASS.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
+    return processes.alive(pid) and MAIN_CLASS.encode() in processes.cmdline(pid)
 
 
 def _signal_group(pid: int, sig: int) -> None:

@@ -8,11 +8,8 @@ from __future__ import annotations
 from pipelines.config.lake import Lake
 from pipelines.warehouse import snapshots
 from pipelines.warehouse.session import DATABASE
-from schemas.tables import ALL_TABLES, Table
+from schemas.tables import ALL_TABLES, Table, duckdb_type
 
-_DUCKDB_TYPES = {"string": "VARCHAR", "int32": "INTEGER", "int64": "BIGINT", "float64": "DOUBLE",
-                 "bool": "BOOLEAN", "timestamp": "TIMESTAMP", "map<string,string>": "MAP(VARCHAR, VARCHAR)",
-                 "array<string>": "VARCHAR[]"}
 
 def published_tables(lake: Lake) -> dict[str, list]:
     """Table name -> the Parquet files a reader sees now (see `table_files`), for every
@@ -63,7 +60,7 @@ def _empty_relation(table: Table) -> str:
     empty table can be queried the same way on both engines."""
     data = [c for c in table.columns if c.name not in table.partition_by]
     parts = [table.column(p) for p in table.partition_by]
-    cols = ", ".join(f'CAST(NULL AS {_DUCKDB_TYPES[c.type]}) AS "{c.name}"' for c in data + parts)
+    cols = ", ".join(f'CAST(NULL AS {duckdb_type(c.type)}) AS "{c.name}"' for c in data + parts)
     return f"(SELECT {cols} WHERE false)"
 
 

@@ -2,6 +2,8 @@
 the Hive catalog (embedded metastore under the lake) so tables outlive the session."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import os
 import sys
 
@@ -62,3 +64,13 @@ def get_spark(lake: Lake, app: str = "perflake"):
     spark.sparkContext.setLogLevel("WARN")
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
     return spark
+
+
+def spark_home() -> Path:
+    """The Spark distribution inside the pip-installed pyspark (bin/spark-submit, jars/)."""
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    if not (home / "bin" / "spark-submit").exists():
+        raise FileNotFoundError(f"{home}/bin/spark-submit is missing; reinstall pyspark in this venv")
+    return home

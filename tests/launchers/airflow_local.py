@@ -9,22 +9,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from pipelines.orchestration.airflow_env import airflow_env
+from kernels_bench.collectives import free_port
 from pipelines.config.lake import Lake
+from pipelines.config.processes import group_members
 
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def local_env(lake: Lake, port: int, scheduled_runs: bool = False) -> dict[str, str]:
@@ -40,20 +35,6 @@ def local_env(lake: Lake, port: int, scheduled_runs: bool = False) -> dict[str, 
         "AIRFLOW__TRIGGERER__TRIGGERER_LOG_SERVER_PORT": str(free_port()),
     })
     return env
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live processes (zombies excluded: they hold no resources) in a process group."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # the process ended while we looked
-        state, group = fields[0], int(fields[2])
-        if group == pgid and state not in ("Z", "X"):
-            members.append(int(stat.parent.name))
-    return members
 
 
 class LocalAirflow:

@@ -15,16 +15,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from launchers.airflow_local import free_port, group_members
+from kernels_bench.collectives import free_port
+from pipelines.config.processes import group_members
+from pipelines.warehouse.session import spark_home
 from pipelines.config.lake import Lake
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).parent
 
 
 def submit_command(job: str, master: str, *args: str, conf: dict[str, str] | None = None) -> list[str]:

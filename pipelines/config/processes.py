@@ -1,0 +1,75 @@
+"""What the host says about its processes (Linux /proc): state, parent, group, memory.
+One reader for the SQL server's pid checks, the test launchers' process groups and the
+benchmarks' memory sampling."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+GONE = ("Z", "X")  # zombie or dead: exited, holds no resources
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    pid: int
+    state: str
+    ppid: int
+    pgrp: int
+    rss_bytes: int
+
+
+def stat(pid: int) -> ProcStat | None:
+    """The process's /proc/<pid>/stat, or None when it is gone (or /proc is absent)."""
+    try:
+        # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return ProcStat(pid, fields[0], int(fields[1]), int(fields[2]), int(fields[21]) * os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def all_stats() -> list[ProcStat]:
+    """Every process visible now (those that end while being read are skipped)."""
+    found = (stat(int(p.name)) for p in Path("/proc").glob("[0-9]*"))
+    return [s for s in found if s is not None]
+
+
+def alive(pid: int) -> bool:
+    """The pid exists and has not exited (a zombie not yet reaped counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    s = stat(pid)
+    return s is None or s.state not in GONE
+
+
+def cmdline(pid: int) -> bytes:
+    """The process's command line (NUL-separated), b'' when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes of a process group."""
+    return [s.pid for s in all_stats() if s.pgrp == pgid and s.state not in GONE]
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident memory of a process and all its descendants."""
+    stats = all_stats()
+    children: dict[int, list[int]] = {}
+    for s in stats:
+        children.setdefault(s.ppid, []).append(s.pid)
+    rss = {s.pid: s.rss_bytes for s in stats}
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += rss.get(p, 0)
+        todo += children.get(p, [])
+    return total
