@@ -69,8 +69,10 @@ PEAK_CASES = {"matmul": "tflops", "copy": "gbps"}
 # --night: validation first (it is #22's proof), then the suites, most used first.
 NIGHT_SUITES = {"roofline": 1, "llm-gemm": 2, "memory": 1, "norm": 1, "selftest-accuracy": 1,
                 "attention": 4, "collectives": 1}   # suite -> shards (each a minute or two)
-NIGHT_STOPPING = {"min_time_s": 0.05, "timeout_s": 1.0}  # ~430 cases in two 9-minute calls
-NIGHT_VALIDATION_S = 300
+# ~430 cases in about two 9-minute calls, and few enough samples (under 1M rows) that the
+# shards travel back from a lent machine in a few files of under 16 MiB.
+NIGHT_STOPPING = {"min_time_s": 0.05, "timeout_s": 1.0, "max_samples": 2000}
+NIGHT_VALIDATION_S = 60  # a case or two at least; it resumes where a killed call stopped
 
 
 def parse_args(argv):
@@ -121,21 +123,45 @@ def main(argv: list[str] | None = None) -> int:
         rule = StoppingRule(**{**rule.__dict__, "min_time_s": args.min_time})
     info = provenance.collect(args.device)
     cases = [Case.make(f, k, b, d, **p) for f, k, b, d, p in (SMOKE_CASES if args.smoke else FULL_CASES)]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = _unfinished_rows(out, args.device, args.smoke)
     rows = []
     for case in cases:
-        print(f"measuring {case.label}", file=sys.stderr, flush=True)
-        rows.append(validate_case(case, args.device, rule, args.repeats))
-    report = {"date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "command": " ".join(sys.argv), "device": args.device, "smoke": args.smoke,
-              "provenance": {k: v for k, v in info.items() if k != "env"}, "rule": rule.__dict__,
-              "targets": {"goals": GOALS, "drift": DRIFT_TARGET}, "cases": rows,
-              "peaks": peak_fractions(rows, info)}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2, default=str))
+        print(f"measuring {case.label}" + (" (kept from the interrupted run)" if case.case_id in done else ""),
+              file=sys.stderr, flush=True)
+        rows.append(done.get(case.case_id) or validate_case(case, args.device, rule, args.repeats))
+        # Written after every case: a run killed at its time limit resumes where it stopped.
+        report = {"date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                  "command": " ".join(sys.argv), "device": args.device, "smoke": args.smoke,
+                  "complete": len(rows) == len(cases),
+                  "provenance": {k: v for k, v in info.items() if k != "env"}, "rule": rule.__dict__,
+                  "targets": {"goals": GOALS, "drift": DRIFT_TARGET}, "cases": rows,
+                  "peaks": peak_fractions(rows, info)}
+        out.write_text(json.dumps(report, indent=2, default=str))
     print_report(report)
     if args.notes:
         write_notes(Path(args.notes), report)
     return 0
+
+
+def _unfinished_rows(out: Path, device: str, smoke: bool) -> dict:
+    """The rows of an interrupted run of the same kind at `out`, by case id (else {})."""
+    try:
+        report = json.loads(out.read_text())
+    except (OSError, ValueError):
+        return {}
+    if report.get("complete") or report.get("device") != device or report.get("smoke") != smoke:
+        return {}
+    return {r["case_id"]: r for r in report.get("cases", [])}
+
+
+def validation_complete(path: Path) -> bool:
+    """Whether `path` holds a finished validation report."""
+    try:
+        return bool(json.loads(path.read_text()).get("complete"))
+    except (OSError, ValueError):
+        return False
 
 
 def validate_case(case, device: str, rule, repeats: int) -> dict:
@@ -375,8 +401,8 @@ def night(out: Path, budget_s: float, pool: str, device: str, smoke: bool = Fals
     state = json.loads(state_file.read_text())
     smi = _sample_nvidia_smi(out)
     validate = [sys.executable, __file__, "--device", device, "--out", str(out / "validation.json")]
-    units = [("validation", validate + (["--smoke", "--repeats", "1"] if smoke else []), out / "validation.json",
-              60 if smoke else NIGHT_VALIDATION_S)]
+    units = [("validation", validate + (["--smoke", "--repeats", "1"] if smoke else []),
+              lambda: validation_complete(out / "validation.json"), 60 if smoke else NIGHT_VALIDATION_S)]
     k = 0
     for suite, shards in ({"cpu-smoke": 1} if smoke else NIGHT_SUITES).items():
         for i in range(shards):
@@ -385,13 +411,14 @@ def night(out: Path, budget_s: float, pool: str, device: str, smoke: bool = Fals
                 sys.executable, "-m", "kernels_bench", "run", "--suite", suite, "--device", device,
                 "--shard", f"{i}/{shards}", "--record-shard", str(k), "--run-id", state["run_id"],
                 "--date", state["dt"], "--pool", state["pool"], "--out", str(shard_dir),
-                *([] if smoke else ["--stopping", json.dumps(state["stopping"])])], shard_dir / "run.parquet", 120))
+                *([] if smoke else ["--stopping", json.dumps(state["stopping"])])],
+                (shard_dir / "run.parquet").exists, 120))
             k += 1
     left = []
     try:
         for name, cmd, done, estimate_s in units:
             remaining = deadline - time.monotonic()
-            if done.exists():
+            if done():
                 continue
             if remaining < estimate_s:
                 left.append(name)
@@ -404,7 +431,7 @@ def night(out: Path, budget_s: float, pool: str, device: str, smoke: bool = Fals
                     rc = subprocess.run(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT, timeout=remaining).returncode
                 except subprocess.TimeoutExpired:
                     rc = "killed at the budget"
-            if rc != 0 or not done.exists():
+            if rc != 0 or not done():
                 print(f"  {name}: exit {rc}; see {log}", flush=True)
                 left.append(name)
     finally:

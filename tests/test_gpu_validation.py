@@ -85,6 +85,17 @@ def test_a_smoke_block_says_it_is_not_a_validation(gv, tmp_path):
     assert "CPU smoke run: a logic check, not a validation" in notes.read_text()
 
 
+def test_an_interrupted_validation_resumes_with_its_finished_cases_and_a_complete_one_is_redone(gv, tmp_path):
+    out = tmp_path / "v.json"
+    partial = {"device": "cuda", "smoke": False, "complete": False, "cases": [{"case_id": "c1", "label": "a"}]}
+    out.write_text(json.dumps(partial))
+    assert gv._unfinished_rows(out, "cuda", False) == {"c1": {"case_id": "c1", "label": "a"}}
+    assert gv._unfinished_rows(out, "cuda", True) == {}  # a smoke run does not resume a real one
+    assert not gv.validation_complete(out)
+    out.write_text(json.dumps({**partial, "complete": True}))
+    assert gv._unfinished_rows(out, "cuda", False) == {} and gv.validation_complete(out)
+
+
 def test_night_starts_nothing_the_budget_cannot_fit_and_names_what_is_left(gv, tmp_path, capsys):
     assert gv.night(tmp_path / "night", budget_s=1.0, pool="h100", device="cuda") == 3
     out = capsys.readouterr().out
