@@ -32,7 +32,10 @@ GPU busy while it queues the timed work. One sample, in this order:
 Each sample checks itself: the CPU time steps 3-5 took is compared with the GPU work
 queued ahead of them (flush + block). Where the CPU was slower (preemption, a page
 fault), the launch may have leaked into the interval: the block grows and the sample
-is taken again, up to `MAX_RETAKES` times (`CudaTimer.retakes` counts them).
+is taken again, up to `MAX_RETAKES` times (`CudaTimer.retakes` counts them). A call
+whose queueing outlasts any block up to `BLOCK_CEILING_NS` waits for the GPU itself;
+such samples, and any still uncovered after the retakes, are kept as they are and
+counted in `CudaTimer.uncovered`.
 
 Graph mode: `graph_calls` calls captured in one CUDA graph and replayed between the
 events, as in hot mode, the time divided by the count.
@@ -49,6 +52,9 @@ from typing import Any, Callable
 MODES = ("cold", "hot", "graph")
 BLOCK_MARGIN = 2.0           # the spin lasts this many times the CPU's measured queueing time
 BLOCK_FLOOR_NS = 10_000.0    # and never less: the events' own launches need a few microseconds
+# and never more: a call that waits for the GPU itself (a host sync inside `fn`) cannot be
+# covered by any block, and growing one for it would only waste GPU time
+BLOCK_CEILING_NS = 2_000_000.0
 CALIBRATION_CALLS = 5        # queueing times measured at set-up; the block is sized on the slowest
 MAX_RETAKES = 3
 SLEEP_CALIBRATION_CYCLES = 1_000_000  # about 0.5 ms at H100 clocks: the spin's rate is read off it
@@ -90,22 +96,26 @@ class CudaTimer:
         if mode == "graph":
             self.calls = graph_calls
             self.fn = _capture(torch, fn, device, graph_calls)
-        self.retakes = 0
+        self.retakes = self.uncovered = 0
         self._first = True
         self.cycles_per_ns = self._sleep_rate()
         self.queue_ns = self._slowest_queueing()
         self.flush_ns = self._flush_gpu_ns() if self.flush_buf is not None else 0.0
-        self.block_ns = self._block_needed(self.queue_ns)
+        self.block_ns = min(self._block_needed(self.queue_ns), BLOCK_CEILING_NS)
 
     def sample_ns(self) -> int:
         for attempt in range(MAX_RETAKES + 1):
             cover_ns = self._queue_cover()
             queued_ns = self._queue_timed()
             self.end.synchronize()
-            if queued_ns <= cover_ns or attempt == MAX_RETAKES:
+            if queued_ns <= cover_ns:
+                break
+            needed = self._block_needed(queued_ns)
+            if attempt == MAX_RETAKES or needed > BLOCK_CEILING_NS:
+                self.uncovered += 1
                 break
             self.retakes += 1
-            self.block_ns = max(self.block_ns, self._block_needed(queued_ns))
+            self.block_ns = max(self.block_ns, needed)
         self._first = False
         return int(self.start.elapsed_time(self.end) * 1e6 / self.calls)
 
@@ -117,7 +127,8 @@ class CudaTimer:
         if self.flush_buf is not None:
             self.flush_buf.zero_()
             cover += self.flush_ns
-        block = max(self.block_ns, self._block_needed(self.queue_ns, ignore_flush=True) if self._first else 0.0)
+        first = min(self._block_needed(self.queue_ns, ignore_flush=True), BLOCK_CEILING_NS) if self._first else 0.0
+        block = max(self.block_ns, first)
         if block > 0:
             self._block(block)
             cover += block
@@ -135,7 +146,8 @@ class CudaTimer:
         self.torch.cuda._sleep(max(1, int(ns * self.cycles_per_ns)))
 
     def _block_needed(self, queue_ns: float, ignore_flush: bool = False) -> float:
-        """The spin that covers `queue_ns` of CPU queueing with margin, beyond the flush's cover."""
+        """The spin that covers `queue_ns` of CPU queueing with margin, beyond the flush's
+        cover (above BLOCK_CEILING_NS where no block can cover it; callers cap it)."""
         need = max(BLOCK_MARGIN * queue_ns, BLOCK_FLOOR_NS)
         if self.mode == "cold" and not ignore_flush:
             return max(need - self.flush_ns, 0.0)

@@ -146,6 +146,22 @@ def test_a_sample_queued_slower_than_its_cover_is_retaken_behind_a_longer_block(
     assert t.block_ns >= timing.BLOCK_MARGIN * 40_000
 
 
+def test_a_call_that_waits_for_the_gpu_itself_is_not_chased_with_ever_longer_blocks(fake):
+    slow = {"on": False}
+
+    def fn():
+        fake.torch.log.append("fn")
+        if slow["on"]:
+            fake.clock.now += 5_000_000  # 5 ms on the host: fn synchronizes inside
+
+    t = _timer(fake, "hot", fn)
+    block_before = t.block_ns
+    slow["on"] = True
+    for _ in range(3):
+        assert _one_sample(fake, t) == ["block", "start", "fn", "end", "wait end"]
+    assert t.retakes == 0 and t.uncovered == 3 and t.block_ns == block_before
+
+
 def test_block_is_sized_from_the_measured_queueing_with_margin(fake):
     t = _timer(fake, "hot")
     assert t.queue_ns == 1_000  # the fake clock moves 1 us between the reads around start, fn, end
