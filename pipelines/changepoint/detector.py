@@ -64,9 +64,6 @@ from pipelines.changepoint.ranks import corrected_p, fixed_split_pvalue, split_r
 # Pruning starts over at most this many times with the noise re-measured on the
 # changes that survived (see _prune).
 REFITS = 3
-# A candidate split is moved to the best one (least absolute deviation) within this many
-# runs of where the rank statistic put it (see _refine).
-REFINE_RUNS = LOCAL_RUNS // 2
 # The noise-units floor (min_sigma) is set for a new level seen for this many runs.
 TAIL_REF_RUNS = 4
 
@@ -87,7 +84,12 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
     if n < params.min_segment + 1:
         return []
     candidates = _search(x, params)
+    # A series that wanders is left to stage 5's increments; the shift test of stage 3
+    # assumes noise with a level to wander about (AR(1), rho <= MAX_RHO).
     cps, sigma, rho = _prune(x, candidates, params)
+    by_shift = not wanders(x, sigma)
+    if not by_shift:
+        cps, sigma, rho = _prune(x, candidates, params, by_shift=False)
     found = _wandering_jumps(x, cps, sigma, params)
     bounds = [0, *sorted([*cps, *found]), n]
     changes = []
@@ -98,7 +100,8 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
             changes.append(describe(int(kept[cp]), before, right, sigma, p, False, params))
             continue
         changes.append(describe(int(kept[cp]), float(np.median(left)), right, sigma,
-                                 fixed_split_pvalue(left, right, rho), cp >= n - params.confirm_points, params))
+                                 fixed_split_pvalue(left, right, rho, sigma if by_shift else None),
+                                 cp >= n - params.confirm_points, params))
     tail = tail_change(x, bounds[1:-1], sigma, params)
     if tail is not None:
         cp, p, level, provisional = tail
@@ -154,35 +157,46 @@ def _seeded_intervals(n: int, shortest: int) -> list[tuple[int, int]]:
     return sorted(set(out))
 
 
-def _best_seeded_split(seg: np.ndarray, min_segment: int) -> tuple[int, float] | None:
+def _best_seeded_split(seg: np.ndarray, min_segment: int) -> tuple[int, float, int, int] | None:
     """The most significant split found inside any seeded sub-interval of seg (index
     into seg, p corrected for the positions searched in that interval and for the number
-    of intervals), or None."""
+    of intervals, and the interval [lo, hi) it was found in), or None."""
     intervals = _seeded_intervals(len(seg), 4 * min_segment)
     best = None
     for lo, hi in intervals:
         found = _best_split(seg[lo:hi], min_segment)
         if found is not None and (best is None or found[1] < best[1]):
-            best = (lo + found[0], found[1])
+            best = (lo + found[0], found[1], lo, hi)
     if best is None:
         return None
-    return best[0], min(1.0, best[1] * len(intervals))
+    return best[0], min(1.0, best[1] * len(intervals)), best[2], best[3]
 
 
 def _refine(seg: np.ndarray, k: int, min_segment: int) -> int:
-    """The split within REFINE_RUNS of k with the least absolute deviation of each side
-    from its median.
+    """The split of seg where cutting the LOCAL_RUNS runs either side in two lowers
+    their absolute deviation from their median(s) the most (the nearest to k among
+    equals).
 
     The rank statistic finds that a change is there, but it is blind to magnitude and
     can misplace it: where the last runs before a step happen to be the highest of the
     old level, moving them to the new side improves the ranks' separation (a 20-sigma
-    step at 40 was split at 38). The misplaced split then leaves old runs in the new
-    segment, which read as autocorrelation, and pruning dropped the change."""
-    lo, hi = max(min_segment, k - REFINE_RUNS), min(len(seg) - min_segment, k + REFINE_RUNS)
-    def cost(j: int) -> float:
-        return float(np.abs(seg[:j] - np.median(seg[:j])).sum() + np.abs(seg[j:] - np.median(seg[j:])).sum())
+    step at 40 was split at 38). Once the two sides are wholly apart, the standardised
+    statistic grows towards the middle of the segment however far that is from the
+    step, and under autocorrelated noise the wander inside a long new level can outrank
+    the step itself (a 36-sigma step 10 runs into a 67-run segment had its largest
+    statistic at run 30). A misplaced split leaves old runs in the new segment, which
+    read as autocorrelation, and pruning dropped the change. The gain is local because
+    a segment may hold more than one change: with the whole segment's medians, every
+    split outside a 28-run burst in a 97-run segment costs the same. Absolute
+    deviations weigh magnitudes but not single outliers."""
+    def dev(v: np.ndarray) -> float:
+        return float(np.abs(v - np.median(v)).sum())
 
-    return min(range(lo, hi + 1), key=lambda j: (cost(j), abs(j - k)))
+    def gain(j: int) -> float:
+        left, right = seg[max(0, j - LOCAL_RUNS):j], seg[j:j + LOCAL_RUNS]
+        return dev(np.concatenate([left, right])) - dev(left) - dev(right)
+
+    return max(range(min_segment, len(seg) - min_segment + 1), key=lambda j: (gain(j), -abs(j - k)))
 
 
 def _search(x: np.ndarray, params: DetectorParams) -> list[int]:
@@ -194,11 +208,14 @@ def _search(x: np.ndarray, params: DetectorParams) -> list[int]:
     while stack:
         a, b = stack.pop()
         found = _best_split(x[a:b], params.min_segment)
+        lo, hi = a, b  # where the split was found, and is placed (_refine)
         if found is None or found[1] > params.alpha:
-            found = _best_seeded_split(x[a:b], params.min_segment)
+            seeded = _best_seeded_split(x[a:b], params.min_segment)
+            if seeded is not None:
+                found, lo, hi = (seeded[0] - seeded[2], seeded[1]), a + seeded[2], a + seeded[3]
         if found is None or found[1] > params.alpha:
             continue
-        cp = a + _refine(x[a:b], found[0], params.min_segment)
+        cp = lo + _refine(x[lo:hi], found[0], params.min_segment)
         cps.append(cp)
         stack += [(a, cp), (cp, b)]
     return sorted(cps)
@@ -237,7 +254,8 @@ def _sigma_floor_scale(n_before: int, n_after: int) -> float:
     return float(np.clip(np.sqrt((1.0 / n_before + 1.0 / n_after) / ref), 0.5, 1.0))
 
 
-def _prune(x: np.ndarray, candidates: list[int], params: DetectorParams) -> tuple[list[int], float, float]:
+def _prune(x: np.ndarray, candidates: list[int], params: DetectorParams,
+           by_shift: bool = True) -> tuple[list[int], float, float]:
     """The candidates that survive pruning, with the noise scale and autocorrelation
     their tests used.
 
@@ -249,19 +267,22 @@ def _prune(x: np.ndarray, candidates: list[int], params: DetectorParams) -> tupl
     """
     sigma, rho = noise_sigma(x, candidates), noise_rho(x, candidates)
     for _ in range(REFITS):
-        cps = _prune_at(x, candidates, sigma, rho, params)
+        cps = _prune_at(x, candidates, sigma, rho, params, by_shift)
         sigma_refit, rho_refit = noise_sigma(x, cps), noise_rho(x, cps)
         if sigma_refit <= sigma and rho_refit <= rho:
             break
         sigma, rho = max(sigma, sigma_refit), max(rho, rho_refit)
     else:
-        cps = _prune_at(x, candidates, sigma, rho, params)
+        cps = _prune_at(x, candidates, sigma, rho, params, by_shift)
     return cps, sigma, rho
 
 
-def _prune_at(x: np.ndarray, cps: list[int], sigma: float, rho: float, params: DetectorParams) -> list[int]:
+def _prune_at(x: np.ndarray, cps: list[int], sigma: float, rho: float, params: DetectorParams,
+              by_shift: bool = True) -> list[int]:
     """Drop changes, weakest first, until each passes both floors and alpha (p corrected
-    for autocorrelation rho)."""
+    for autocorrelation rho; by_shift: the shift of medians may stand in for ranks
+    where the autocorrelation correction, not the separation, holds them back, see
+    `fixed_split_pvalue`)."""
     cps = list(cps)
     while cps:
         bounds = [0, *cps, len(x)]
@@ -269,7 +290,8 @@ def _prune_at(x: np.ndarray, cps: list[int], sigma: float, rho: float, params: D
         for i, cp in enumerate(cps):
             left, right = x[bounds[i]:cp], x[cp:bounds[i + 2]]
             ratio = _floor_ratio(left, right, sigma, params)
-            failing = ratio < 1.0 or fixed_split_pvalue(left, right, rho) > params.alpha
+            p = fixed_split_pvalue(left, right, rho, sigma if by_shift else None)
+            failing = ratio < 1.0 or p > params.alpha
             if failing and ratio < worst_score:
                 worst, worst_score = i, ratio
         if worst is None:
