@@ -22,6 +22,7 @@ LAYERS = [
     ["pipelines.report"],
     ["jobs"],
     ["pipelines.orchestration"],
+    ["pipelines.web"],
     ["pipelines.cli"],
     ["dags"],
 ]

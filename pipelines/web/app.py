@@ -1,0 +1,97 @@
+"""The perflake web application: FastAPI pages over one lake, read through DuckDB.
+
+`create_app(lake)` serves standalone (`perflake web`) and inside the Airflow UI (the
+plugin in pipelines/web/plugin.py mounts the same app). A bad parameter answers a 4xx
+page that names it; an unexpected failure a 500 page without a traceback (it is logged).
+With a token, every request must carry it (a bearer header, or `?token=` once, which
+sets a cookie); the CLI requires one before it listens beyond loopback.
+"""
+from __future__ import annotations
+
+import hmac
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from pipelines.config.lake import Lake
+from pipelines.web import compare, explorer, overview, regressions, roofline, series
+from pipelines.web.reader import Reader
+from pipelines.web.render import HERE, TEMPLATES
+
+log = logging.getLogger("perflake.web")
+TOKEN_COOKIE = "perflake_token"
+# Scripts and styles come from this app only (the charting library is vendored).
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+       "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'")
+TITLES = {400: "Bad request", 401: "Token required", 403: "Forbidden", 404: "Not found", 405: "Method not allowed",
+          409: "Conflict", 422: "Missing or invalid field", 500: "Internal error"}
+
+
+def create_app(lake: Lake, token: str | None = None) -> FastAPI:
+    app = FastAPI(title="perflake", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.lake, app.state.reader, app.state.token = lake, Reader(lake), token or None
+    app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
+    for module in (overview, explorer, series, regressions, compare, roofline):
+        app.include_router(module.router)
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz():
+        return PlainTextResponse("ok")
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next):
+        if app.state.token and not _authorized(request, app.state.token):
+            if request.query_params.get("token") and hmac.compare_digest(request.query_params["token"],
+                                                                         app.state.token):
+                rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+                url = request.url.replace(query="&".join(f"{k}={v}" for k, v in rest))
+                response = RedirectResponse(str(url), status_code=303)
+                response.set_cookie(TOKEN_COOKIE, app.state.token, httponly=True, samesite="strict",
+                                    path=request.scope.get("root_path", "").rstrip("/") or "/")
+                return response
+            return _error_page(request, 401, "this dashboard needs its token: open it once with ?token=... "
+                                             "or send 'Authorization: Bearer ...'")
+        response = await call_next(request)
+        response.headers.setdefault("Content-Security-Policy", CSP)
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Referrer-Policy", "same-origin")
+        if request.url.path.startswith(f"{request.scope.get('root_path', '').rstrip('/')}/static/"):
+            response.headers["Cache-Control"] = "public, max-age=86400"
+        return response
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        return _error_page(request, exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        what = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors())
+        return _error_page(request, 400, what or "invalid request")
+
+    @app.exception_handler(Exception)
+    async def crashed(request: Request, exc: Exception):
+        log.exception("perflake web: %s %s failed", request.method, request.url.path)
+        return _error_page(request, 500, f"the page failed ({type(exc).__name__}); the server log has the details")
+
+    return app
+
+
+def _authorized(request: Request, token: str) -> bool:
+    if request.url.path.endswith("/healthz"):
+        return True
+    header = request.headers.get("authorization", "")
+    given = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else request.cookies.get(
+        TOKEN_COOKIE, "")
+    return bool(given) and hmac.compare_digest(given, token)
+
+
+def _error_page(request: Request, status: int, detail: str) -> HTMLResponse:
+    response = TEMPLATES.TemplateResponse(request, "error.html", {
+        "status": status, "title": TITLES.get(status, "Error"), "detail": detail, "current": ""},
+        status_code=status)
+    response.headers["Content-Security-Policy"] = CSP
+    return response

@@ -1,0 +1,84 @@
+"""Page 1, the overview: the newest night of each pool (coverage, pools missing), the
+open regressions and improvements by cause, unstable cases and overdue triage."""
+from __future__ import annotations
+
+import datetime
+
+from fastapi import APIRouter, Request
+
+from pipelines.web import params
+from pipelines.web.reader import Reader
+from pipelines.web.render import page
+from pipelines.web.sql import LATEST_ATTEMPT, SERIES_KEY, night_filter
+
+router = APIRouter()
+OPEN = ("provisional", "confirmed")
+
+
+def newest_nights(reader: Reader, as_of: str | None) -> list[dict]:
+    """(pool, dt) of each pool's newest night on or before `as_of`, newest first."""
+    if not reader.has("runs"):
+        return []
+    return reader.rows("SELECT pool, max(dt) AS dt, count(DISTINCT run_id) AS runs FROM perf.runs "
+                       "WHERE ? IS NULL OR dt <= ? GROUP BY pool ORDER BY dt DESC, pool", [as_of, as_of])
+
+
+def coverage(reader: Reader, nights: list[dict]) -> list[dict]:
+    """Per pool's newest night: cases by status (latest attempt) and unstable ones."""
+    if not nights or not reader.has("case_stats"):
+        return []
+    where, args = night_filter(nights)
+    rows = reader.rows(
+        f"SELECT pool, dt, count(*) AS cases, count(*) FILTER (status = 'ok') AS ok, "
+        f"count(*) FILTER (status = 'failed') AS failed, count(*) FILTER (status = 'skipped') AS skipped, "
+        f"count(*) FILTER (status NOT IN ('ok', 'failed', 'skipped')) AS other, "
+        f"count(*) FILTER (status = 'ok' AND NOT coalesce(stable, true)) AS unstable "
+        f"FROM ({LATEST_ATTEMPT.format(where=where)}) GROUP BY pool, dt ORDER BY dt DESC, pool", args)
+    return rows
+
+
+def open_changes(reader: Reader, as_of: str | None) -> list[dict]:
+    """Provisional and confirmed changes by direction, status and cause, with how many series share each."""
+    if not reader.has("regressions"):
+        return []
+    return reader.rows(
+        "SELECT direction, status, coalesce(cause, '(no attribute changed)') AS cause, count(*) AS changes, "
+        "count(DISTINCT series_key) AS series, min(change_dt) AS first_dt, max(change_dt) AS last_dt, "
+        "median(change_pct) AS median_change_pct FROM perf.regressions "
+        "WHERE list_contains(?, status) AND (? IS NULL OR change_dt <= ?) "
+        "GROUP BY ALL ORDER BY direction DESC, status, series DESC, cause", [list(OPEN), as_of, as_of])
+
+
+def unstable_cases(reader: Reader, nights: list[dict], limit: int = 20) -> list[dict]:
+    if not nights or not reader.has("case_stats"):
+        return []
+    where, args = night_filter(nights, "cs.")
+    return reader.rows(
+        f"SELECT {SERIES_KEY} AS series_key, cs.pool, cs.dt, cs.kernel, cs.backend, cs.dtype, cs.gpu_sku, "
+        f"cs.rel_noise, cs.median_ns, cs.n, cs.n_kept FROM perf.case_stats cs "
+        f"LEFT JOIN (SELECT DISTINCT run_id, hardware_fingerprint FROM perf.runs) r USING (run_id) "
+        f"WHERE ({where}) AND cs.status = 'ok' AND NOT coalesce(cs.stable, true) "
+        f"ORDER BY cs.rel_noise DESC NULLS LAST LIMIT ?", [*args, limit])
+
+
+def overdue(reader: Reader, today: str, limit: int = 50) -> list[dict]:
+    if not reader.has("regressions"):
+        return []
+    return reader.rows(
+        "SELECT regression_id, series_key, owner, triage_due_dt, pool, kernel, dtype, gpu_sku, metric, "
+        "change_dt, change_pct, cause, status FROM perf.regressions "
+        "WHERE direction = 'regression' AND list_contains(?, status) AND triage_due_dt < ? "
+        "ORDER BY triage_due_dt, owner, regression_id LIMIT ?", [list(OPEN), today, limit])
+
+
+@router.get("/")
+def overview(request: Request, date: str | None = None):
+    as_of = params.date(date)
+    reader: Reader = request.app.state.reader
+    nights = newest_nights(reader, as_of)
+    newest = max((n["dt"] for n in nights), default=None)
+    missing = [n for n in nights if n["dt"] != newest]
+    today = as_of or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    return page(request, "overview.html", current="overview", as_of=as_of, newest=newest, nights=nights,
+                missing=missing, coverage=coverage(reader, nights), changes=open_changes(reader, as_of),
+                unstable=unstable_cases(reader, nights), overdue=overdue(reader, today), today=today)

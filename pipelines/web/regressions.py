@@ -1,0 +1,84 @@
+"""Page 4, regressions: open, acknowledged, closed (or cleared) changes grouped by cause
+with the number of series sharing each, and the triage forms. Acknowledge and close
+write through pipelines.triage.status, the path `perflake triage` takes, so the change
+shows in `perflake triage list` as soon as the form returns."""
+from __future__ import annotations
+
+import threading
+from itertools import groupby
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import RedirectResponse
+from starlette.exceptions import HTTPException
+
+from pipelines.web import csrf, params
+from pipelines.web.reader import Reader
+from pipelines.web.render import link, page
+
+router = APIRouter()
+STATES = {"open": ("provisional", "confirmed"), "acknowledged": ("acknowledged",), "closed": ("closed",),
+          "cleared": ("cleared",)}
+MAX_ROWS = 1000
+_WRITE = threading.Lock()  # one triage write at a time: each publishes a new snapshot of the table
+
+
+def listed(reader: Reader, statuses: tuple[str, ...], pool: str | None, owner: str | None, family: str | None,
+           direction: str | None) -> list[dict]:
+    if not reader.has("regressions"):
+        return []
+    return reader.rows(
+        "SELECT regression_id, series_key, metric, unit, pool, gpu_sku, family, kernel, backend, dtype, change_dt, "
+        "change_run_id, change_pct, sigmas, q_value, direction, status, coalesce(cause, '(no attribute changed)') "
+        "AS cause, owner, triage_due_dt, acknowledged_by, acknowledged_at, note, closed_by, closed_at, close_note "
+        "FROM perf.regressions WHERE list_contains(?, status) AND (? IS NULL OR pool = ?) "
+        "AND (? IS NULL OR owner = ?) AND (? IS NULL OR family = ?) AND (? IS NULL OR direction = ?) "
+        "ORDER BY cause, direction, change_dt DESC, regression_id LIMIT ?",
+        [list(statuses), pool, pool, owner, owner, family, family, direction, direction, MAX_ROWS])
+
+
+def by_cause(rows: list[dict]) -> list[dict]:
+    """Groups of rows sharing a cause, the largest (most series) first."""
+    groups = [{"cause": cause, "rows": list(g)} for cause, g in groupby(rows, key=lambda r: r["cause"])]
+    for g in groups:
+        g["series"] = len({r["series_key"] for r in g["rows"]})
+    return sorted(groups, key=lambda g: (-g["series"], g["cause"]))
+
+
+@router.get("/regressions")
+def regressions(request: Request, state: str | None = None, pool: str | None = None, owner: str | None = None,
+                family: str | None = None, direction: str | None = None, done: str | None = None):
+    state = params.choice(state, "state", tuple(STATES), "open")
+    direction = params.choice(direction, "direction", ("regression", "improvement", "any"), "regression")
+    filters = {"pool": params.name(pool, "pool"), "owner": params.name(owner, "owner"),
+               "family": params.name(family, "family")}
+    rows = listed(request.app.state.reader, STATES[state], *filters.values(), None if direction == "any" else direction)
+    done = done if done and all(c.isalnum() or c in ":-" for c in done) and len(done) < 40 else None
+    return page(request, "regressions.html", current="regressions", state=state, direction=direction,
+                filters=filters, groups=by_cause(rows), total=len(rows), capped=len(rows) >= MAX_ROWS, done=done,
+                states=tuple(STATES))
+
+
+@router.post("/regressions/{regression_id}/{action}")
+def set_status(request: Request, regression_id: str, action: str, by: str = Form(""), note: str = Form(""),
+               csrf_token: str = Form(""), state: str = Form("open")):
+    csrf.check(request, csrf_token)
+    regression_id = params.regression_id(regression_id)
+    action = params.choice(action, "action", ("ack", "close"), "")
+    who, why = params.person(by), params.note(note)
+    state = state if state in STATES else "open"
+    lake = request.app.state.lake
+    from pipelines.triage import status as triage
+    from pipelines.warehouse.session import get_spark
+
+    change = triage.acknowledge if action == "ack" else triage.close
+    with _WRITE:
+        try:
+            change(get_spark(lake, app="perflake-web"), lake, regression_id, by=who, note=why)
+        except KeyError as e:
+            raise HTTPException(404, str(e).strip("'\"")) from None
+        except ValueError as e:
+            raise HTTPException(409, str(e)) from None
+        finally:
+            request.app.state.reader.refresh()
+    return RedirectResponse(link(request, "/regressions", state=state, done=f"{action}:{regression_id}"),
+                            status_code=303)

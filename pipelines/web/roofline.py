@@ -1,0 +1,98 @@
+"""Page 6, roofline and projections per GPU: each case of the GPU's newest night placed
+by arithmetic intensity and achieved TFLOP/s under the GPU's roofs (one per dtype), and
+perf.projections onto the GPU against the latency measured since, where both exist."""
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from pipelines.web import params
+from pipelines.web.reader import Reader
+from pipelines.web.render import page
+from pipelines.web.sql import LATEST_ATTEMPT, SERIES_KEY, SHAPE
+
+router = APIRouter()
+
+
+def skus(reader: Reader) -> list[str]:
+    out = set()
+    if reader.has("hardware"):
+        out |= {r["sku"] for r in reader.rows("SELECT DISTINCT sku FROM perf.hardware WHERE sku IS NOT NULL")}
+    if reader.has("projections"):
+        out |= {r["sku"] for r in reader.rows("SELECT DISTINCT target_sku AS sku FROM perf.projections")}
+    return sorted(out)
+
+
+def hardware(reader: Reader, sku: str) -> dict | None:
+    if not reader.has("hardware"):
+        return None
+    rows = reader.rows("SELECT sku, name, device_kind, peak_tflops, memory_bandwidth_gbps, source "
+                       "FROM perf.hardware WHERE sku = ?", [sku])
+    if not rows:
+        return None
+    hw = rows[0]
+    hw["peak_tflops"] = {k: float(v) for k, v in dict(hw["peak_tflops"] or {}).items() if _number(v)}
+    return hw
+
+
+def _number(v) -> bool:
+    try:
+        return float(v) > 0
+    except (TypeError, ValueError):
+        return False
+
+
+def measured(reader: Reader, sku: str, as_of: str | None) -> tuple[str | None, list[dict]]:
+    """(night, its cases on `sku`): the newest night on or before `as_of` that measured the GPU."""
+    if not reader.has("case_stats"):
+        return None, []
+    (night,) = reader.frame("SELECT max(dt) FROM perf.case_stats WHERE gpu_sku = ? AND (? IS NULL OR dt <= ?)",
+                            [sku, as_of, as_of]).iloc[0].tolist()
+    if night is None:
+        return None, []
+    where = "dt = ? AND gpu_sku = ? AND status = 'ok' AND median_ns > 0"
+    rows = reader.rows(
+        f"SELECT {SERIES_KEY} AS series_key, cs.kernel, cs.family, cs.backend, cs.dtype, {SHAPE} AS shape, "
+        f"cs.pool, cs.flops_per_call, cs.bytes_per_call, cs.median_ns, cs.pct_of_peak, cs.device_kind "
+        f"FROM ({LATEST_ATTEMPT.format(where=where)}) cs LEFT JOIN perf.cases c USING (case_id) "
+        f"LEFT JOIN (SELECT DISTINCT run_id, hardware_fingerprint FROM perf.runs WHERE dt = ?) r USING (run_id) "
+        f"ORDER BY cs.kernel, cs.dtype, shape", [night, sku, night])
+    for r in rows:
+        flops, bytes_ = r["flops_per_call"] or 0.0, r["bytes_per_call"] or 0.0
+        r["intensity"] = flops / bytes_ if bytes_ > 0 and flops > 0 else None
+        r["tflops"] = flops / r["median_ns"] / 1e3 if flops > 0 else None
+    return night, rows
+
+
+def projections(reader: Reader, sku: str) -> list[dict]:
+    if not reader.has("projections"):
+        return []
+    return reader.rows("SELECT case_id, source_sku, device_kind, kernel, dtype, shape, regime, projected_ns, "
+                       "measured_ns, error_pct, calibration_level, model, measured_dt FROM perf.projections "
+                       "WHERE target_sku = ? ORDER BY kernel, dtype, shape LIMIT 5000", [sku])
+
+
+@router.get("/roofline")
+def roofline_page(request: Request, sku: str | None = None, date: str | None = None):
+    sku, as_of = params.name(sku, "sku"), params.date(date)
+    reader: Reader = request.app.state.reader
+    known = skus(reader)
+    if sku is None and known:
+        measured_skus = [r["gpu_sku"] for r in reader.rows(
+            "SELECT gpu_sku, count(*) AS n FROM perf.series WHERE gpu_sku IS NOT NULL GROUP BY gpu_sku "
+            "ORDER BY n DESC, gpu_sku LIMIT 1")] if reader.has("series") else []
+        sku = (measured_skus or known)[0]
+    hw = hardware(reader, sku) if sku else None
+    if sku and hw is None and sku not in known:
+        raise params.NotFound(f"no GPU {sku!r} in perf.hardware or perf.projections")
+    night, points = measured(reader, sku, as_of) if sku else (None, [])
+    proj = projections(reader, sku) if sku else []
+    both = [p for p in proj if p["measured_ns"] and p["projected_ns"]]
+    errors = sorted(abs(p["error_pct"]) for p in both if p["error_pct"] is not None)
+    chart = {"hw": hw, "points": [{k: p[k] for k in ("series_key", "kernel", "dtype", "shape", "intensity", "tflops",
+                                                     "median_ns", "pct_of_peak")}
+                                  for p in points if p["intensity"] and p["tflops"]],
+             "projections": [{k: p[k] for k in ("kernel", "dtype", "shape", "projected_ns", "measured_ns",
+                                                "error_pct")} for p in both]}
+    return page(request, "roofline.html", current="roofline", sku=sku, skus=known, hw=hw, night=night,
+                points=points, projections=proj, measured_both=len(both), as_of=as_of,
+                median_error=errors[len(errors) // 2] if errors else None, chart=chart)
