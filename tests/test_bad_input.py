@@ -54,13 +54,16 @@ def test_a_file_that_is_neither_parquet_nor_json_is_refused_naming_it(tmp_path, 
     assert good_landed(tmp_lake, report)
 
 
-def test_a_truncated_parquet_file_is_refused_and_the_rest_of_its_shard_still_lands(tmp_path, tmp_lake, good):
+def test_a_truncated_parquet_file_is_refused_and_nothing_of_its_shard_lands(tmp_path, tmp_lake, good):
     d = write_shard(tmp_path / "bad", run_id="bad-1")
     data = (d / "samples.parquet").read_bytes()
     (d / "samples.parquet").write_bytes(data[: len(data) // 2])
     report = run_ingest([d, good], tmp_lake)
     assert issue_for(report, "truncated Parquet").source == str(d / "samples.parquet")
-    assert any(s["run_id"] == "bad-1" and s["samples"] == 0 and s["case_results"] == 2 for s in report.landed)
+    assert not any(s["run_id"] == "bad-1" for s in report.landed)
+    assert landed(tmp_lake, "runs").column("run_id").to_pylist() == ["good-1"]
+    outcomes = {f.path: f.outcome for f in report.files}
+    assert outcomes[str(d / "run.parquet")] == outcomes[str(d / "samples.parquet")] == "quarantined"
     assert good_landed(tmp_lake, report)
 
 
@@ -78,8 +81,8 @@ def test_a_corrupt_parquet_file_is_refused(tmp_path, tmp_lake, good):
     (lambda t: t.drop(["latency_ns"]), "missing column 'latency_ns'"),
     (lambda t: t.append_column("gpu_temp_f", pa.array([1.0] * t.num_rows)), "unexpected columns ['gpu_temp_f']"),
     (lambda t: t.set_column(t.schema.get_field_index("latency_ns"), "latency_ns",
-                            pa.array([str(v) for v in t.column("latency_ns").to_pylist()])),
-     "column 'latency_ns' has type string"),
+                            pa.array([f"{v / 1000} us" for v in t.column("latency_ns").to_pylist()])),
+     "column 'latency_ns': row 0: string '1.0 us' is not an integer"),
 ], ids=["missing", "extra", "mistyped"])
 def test_schema_drift_names_the_column_and_the_file(tmp_path, tmp_lake, good, drift, expected):
     d = write_shard(tmp_path / "bad", run_id="bad-1")
@@ -204,9 +207,9 @@ def test_a_missing_path_is_reported(tmp_path, tmp_lake, good):
 
 def test_nan_and_infinite_float_latencies_are_quarantined_by_row_and_the_rest_of_the_file_lands(tmp_path, tmp_lake,
                                                                                                  good):
-    # Another harness writes float nanoseconds: finite values are rounded and land (zero and
-    # negative ones too: the mining job quarantines those, see test_mine_gates), NaN and
-    # infinity cannot be stored as integer nanoseconds and are set aside here.
+    # Another harness writes float nanoseconds: finite values are rounded and land; NaN and
+    # infinity cannot be stored as integer nanoseconds, zero and negative ones are not
+    # possible timings: each row is set aside here with its row and field named.
     d = write_shard(tmp_path / "floats", run_id="floats-1")
     t = pq.read_table(d / "samples.parquet")
     values = [1000.4, float("nan"), 1010.0, float("inf"), -3.0, 0.0, 1020.6, float("-inf"), 990.0, 1001.0]
@@ -216,13 +219,17 @@ def test_nan_and_infinite_float_latencies_are_quarantined_by_row_and_the_rest_of
     reasons = sorted(i.reason for i in report.issues)
     assert reasons == ["row 1: latency_ns is nan (field latency_ns): not finite",
                        "row 3: latency_ns is inf (field latency_ns): not finite",
+                       "row 4: latency_ns -3 is not positive (field latency_ns)",
+                       "row 5: latency_ns 0 is not positive (field latency_ns)",
                        "row 7: latency_ns is -inf (field latency_ns): not finite"]
     assert all(i.source == f"{d / 'samples.parquet'} [samples]" for i in report.issues)
     records = {q["reason"].split(":")[0]: json.loads(q["record"]) for q in quarantined(tmp_lake)}
     assert {row: (r["iteration"], r["latency_ns"]) for row, r in records.items()} == {
-        "row 1": (1, "nan"), "row 3": (3, "inf"), "row 7": (2, "-inf")}  # row 7: the second case's iteration 2
+        "row 1": (1, "nan"), "row 3": (3, "inf"), "row 4": (4, -3), "row 5": (0, 0),
+        "row 7": (2, "-inf")}  # row 7: the second case's iteration 2
     lat = pq.read_table(tmp_lake.landing_file("samples", "2032-03-01", "dq-a", "floats-1", 0)).column("latency_ns")
-    assert lat.type == pa.int64() and lat.to_pylist() == [1000, 1010, -3, 0, 1021, 990, 1001]
+    assert lat.type == pa.int64() and lat.to_pylist() == [1000, 1010, 1021, 990, 1001]
+    assert any("rounded to whole ns" in n for n in report.notices)
     assert good_landed(tmp_lake, report)
 
 

@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from kernels_bench.case import Case
-from pipelines.landing.ingest import ingest, register
+from pipelines.cli.ingest import register
+from pipelines.landing.ingest import ingest
 from pipelines.config.lake import Lake
 from pipelines.config.pools import Pool
 from schemas.tables import CASE_RESULTS, RUNS, SAMPLES
@@ -80,7 +81,7 @@ def tmp_lake(tmp_path) -> Lake:
 def test_a_harness_directory_lands_as_one_shard_with_reason_import(tmp_path, tmp_lake):
     report = run_ingest([write_shard(tmp_path / "out")], tmp_lake)
     assert report.ok, report.issues
-    assert report.landed == [{"source": str(tmp_path / "out"), "run_id": "imp-1", "shard": 0, "dt": "2032-03-01",
+    assert report.landed == [{"source": str(tmp_path / "out"), "run_id": "imp-1", "shard": 0, "attempt": 1, "dt": "2032-03-01",
                               "pool": "dq-a", "samples": 10, "case_results": 2, "runs": 1}]
     run_file = tmp_lake.landing_file("runs", "2032-03-01", "dq-a", "imp-1", 0)
     assert pq.read_table(run_file).column("reason").to_pylist() == ["import"]

@@ -68,15 +68,74 @@ def shard_lock(lake: Lake, *, dt: str, pool: str, run_id: str, shard: int) -> It
         os.close(fd)  # releases the lock
 
 
+class LandingRefused(RuntimeError):
+    """A landing that would replace landed rows with fewer or older ones, or publish an
+    unreadable file; nothing was written."""
+
+
 def land_shard(staging: Path, lake: Lake, *, dt: str, pool: str, run_id: str, shard: int) -> dict:
     """Publish a harness output directory into the landing zone; returns row counts.
-    Samples land first and the run row last, so a run row implies its data."""
+    Samples land first and the run row last, so a run row implies its data.
+
+    A retry replaces its own shard's files, but never with less: every staged file must
+    read whole, and under the shard's lock the staged attempt is compared with what has
+    landed there. An older attempt, or the same attempt with fewer case results or
+    samples, raises LandingRefused and leaves the landed files as they were."""
     sources = {kind: Path(staging) / KINDS[kind] for kind in LAND_ORDER}
     for kind, src in sources.items():  # all there before anything lands
         if not src.exists():
             raise FileNotFoundError(f"{src}: the harness wrote no {kind} file")
-    counts = {kind: pq.ParquetFile(src).metadata.num_rows for kind, src in sources.items()}
+    counts = {kind: _rows_readable(src) for kind, src in sources.items()}
+    attempt = _attempt(sources["runs"], whole=True)
     with shard_lock(lake, dt=dt, pool=pool, run_id=run_id, shard=shard):
+        landed = landed_shard_state(lake, dt=dt, pool=pool, run_id=run_id, shard=shard)
+        why = _less(landed, attempt, counts)
+        if why:
+            where = lake.landing_file("runs", dt, pool, run_id, shard).parent
+            raise LandingRefused(f"shard {shard} of run {run_id}: staged {staging} (attempt {attempt}, "
+                                 f"{counts}) {why} than the copy landed in {where} (attempt {landed['attempt']}, "
+                                 f"{landed['counts']}); the landed copy is kept")
         for kind, src in sources.items():
             atomic_copy(src, lake.landing_file(kind, dt, pool, run_id, shard))
     return counts
+
+
+def landed_shard_state(lake: Lake, *, dt: str, pool: str, run_id: str, shard: int) -> dict:
+    """{"attempt": the landed attempt or None, "counts": {kind: rows}} of one landing
+    location (a killed writer may have left only some of its files)."""
+    files = {kind: lake.landing_file(kind, dt, pool, run_id, shard) for kind in LAND_ORDER}
+    files = {kind: f for kind, f in files.items() if f.exists()}
+    attempts = [a for kind in ("runs", "case_results", "samples") if kind in files
+                and (a := _attempt(files[kind])) is not None]
+    return {"attempt": attempts[0] if attempts else None,
+            "counts": {kind: pq.ParquetFile(f).metadata.num_rows for kind, f in files.items()}}
+
+
+def _less(landed: dict, attempt: int, counts: dict) -> str | None:
+    if landed["attempt"] is None:
+        return None
+    if attempt < landed["attempt"]:
+        return "is an older attempt"
+    if attempt == landed["attempt"]:
+        fewer = [k for k, n in landed["counts"].items() if counts[k] < n]
+        if fewer:
+            return f"holds fewer {' and '.join(fewer)} rows"
+    return None
+
+
+def _rows_readable(path: Path) -> int:
+    """Rows of a Parquet file that reads whole; LandingRefused naming it otherwise."""
+    try:
+        f = pq.ParquetFile(path)
+        for _ in f.iter_batches(batch_size=1 << 16):
+            pass
+        return f.metadata.num_rows
+    except Exception as e:  # a corrupt page surfaces as one of several Arrow/OS errors
+        raise LandingRefused(f"{path}: not a readable Parquet file ({e}); nothing of the shard landed") from e
+
+
+def _attempt(path: Path, *, whole: bool = False) -> int | None:
+    t = pq.read_table(path, columns=["attempt"]).column("attempt")
+    if whole and (len(t) != 1 or t[0].as_py() is None):
+        raise LandingRefused(f"{path}: a run file holds exactly one row with its attempt; it holds {len(t)}")
+    return max((a for a in t.to_pylist() if a is not None), default=None)

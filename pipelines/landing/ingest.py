@@ -1,95 +1,98 @@
-"""`perflake ingest`: land benchmark results produced elsewhere.
+"""`perflake ingest`: land benchmark results produced elsewhere, and say what became of
+every file.
 
-Accepted inputs, each PATH a file or a directory of files:
+Accepted inputs, each PATH a file or a folder (walked recursively):
 - harness output in the landing schema (`samples.parquet`, `case_results.parquet`,
   `run.parquet` as `python -m kernels_bench run --out DIR` writes them); the files of
-  one directory form one shard;
-- nvbench `--json` output: one state becomes one case result; per-sample times land as
-  samples only where the JSON points at its `nv/cold/sample_times` binary file.
+  one folder form one shard, wherever that folder is;
+- nvbench `--json` output, recognised by its structure: one state becomes one case
+  result; per-sample times land as samples where the JSON points at its
+  `nv/cold/sample_times` binary file.
 
-Nothing valid is dropped and nothing is landed twice: a bad file or row is reported
-(naming the file, row and field) and set aside as a quarantine Parquet under
-`<lake>/quarantine/ingest/dt=.../<sha256>.parquet`, while the rest of the batch lands.
-Every landed file's sha256 is recorded under `<lake>/landing/_ingested/`; the same
-content uploaded again is reported as a duplicate and skipped.
+What the lake promises (docs/ingest.md has the user's side):
+- a shard is (run_id, shard); it lands once, whatever date, pool, file name or encoding
+  it arrives under. The same rows again are skipped; a later attempt replaces an earlier
+  one where it landed; more rows of the same attempt complete it; fewer or other rows
+  are a conflict, kept aside under landing/_conflicts/ and never over the landed copy;
+- a shard with any member file unreadable, refused or short of the samples its case
+  results claim lands nothing, and what had landed stays;
+- the pool's GPU SKU and device kind match the shard's own (`--force-pool` overrides,
+  logged in the report and the manifest);
+- rows that cannot be measurements (impossible values, repeated keys with other values,
+  rows of another run) are quarantined one by one with the row and field named, and
+  the rest of the shard lands;
+- every file ends in exactly one outcome (pipelines/landing/report.py), and one bad file
+  never stops its neighbours.
 
-Ingest is pyarrow only (no Spark): row values (a negative latency) are left to the
-mining job's cleaning and data-quality gates; ingest checks files, schemas, names and
-how the files of a shard relate to each other.
+Ingest is pyarrow only (no Spark).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt_
+import fcntl
 import hashlib
 import json
+import math
+import os
+import re
+import traceback
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines.landing import nvbench
-from pipelines.landing.checks import check_file
 from pipelines.config.lake import Lake, safe_date, safe_name
-from pipelines.landing.files import atomic_write, shard_lock
-from schemas.tables import CASE_RESULTS, QUARANTINE, RUNS, SAMPLES, Table
+from pipelines.landing import nvbench
+from pipelines.landing.conform import conform
+from pipelines.landing.files import LAND_ORDER, atomic_write, shard_lock
+from pipelines.landing.identity import LandedCopy, compare, landed_copies
+from pipelines.landing.report import IngestReport, Issue
+from pipelines.landing.values import clock_ceiling_mhz, repeated_keys, result_problem, sample_problem
+from schemas.tables import CASE_RESULTS, QUARANTINE, RUNS, SAMPLES
+
+__all__ = ["ingest", "IngestReport", "Issue"]
 
 KIND_TABLES = {"samples": SAMPLES, "case_results": CASE_RESULTS, "runs": RUNS}
-# Columns that other harnesses write as floats; ingest converts them (see _finite_latencies).
-_FLOAT_OK = {"samples": ("latency_ns",)}
 _FILENAME_KINDS = {"samples.parquet": "samples", "case_results.parquet": "case_results",
                    "run.parquet": "runs", "runs.parquet": "runs"}
+# Columns by which a Parquet file under another name shows which table it holds.
+_SIGNATURES = {"samples": {"latency_ns", "iteration"}, "case_results": {"case_id", "kernel", "status"},
+               "runs": {"started_at", "hardware_fingerprint"}}
 # Clocks of remote workers drift; a run "in the future" by more than this is refused.
 CLOCK_SKEW = dt_.timedelta(minutes=10)
 
 
-@dataclass(frozen=True)
-class Issue:
-    source: str  # the file
-    reason: str  # what was wrong and where; what to do where it is not obvious
-    rows: int = 0  # rows set aside (0: the whole file was refused before reading rows)
-
-
-@dataclass
-class IngestReport:
-    landed: list[dict] = field(default_factory=list)  # one per shard: ids, dt, pool, row counts
-    duplicates: list[str] = field(default_factory=list)
-    issues: list[Issue] = field(default_factory=list)
-    quarantine_files: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.issues
-
-    def to_dict(self) -> dict:
-        return {"landed": self.landed, "duplicates": self.duplicates,
-                "issues": [i.__dict__ for i in self.issues], "quarantine_files": self.quarantine_files}
-
-
-@dataclass
-class _File:
-    path: Path
-    sha: str
-    duplicate: bool = False
-
-
 @dataclass
 class _Shard:
-    """Rows on their way to one landing shard, plus the rows set aside on the way."""
+    """One shard on its way in: its member files, their rows, and what was set aside."""
     source: str
-    files: list[_File]
+    members: list[Path]
     tables: dict[str, pa.Table] = field(default_factory=dict)
+    kind_files: dict[str, Path] = field(default_factory=dict)
     rejects: list[tuple[str, str, dict]] = field(default_factory=list)  # (source, reason, record)
+    notices: list[str] = field(default_factory=list)
+    refused_files: dict[Path, str] = field(default_factory=dict)        # member -> why it was refused
+    refusal: str | None = None                                           # why nothing of it lands
+    present: Counter = field(default_factory=Counter)                    # sample rows per case_id in the file
+    skip: dict[str, set[int]] = field(default_factory=dict)              # kind -> rows set aside on reading
+    nvbench: bool = False
+    run: dict | None = None
+    dt: str | None = None
+    pool: str | None = None
+    override: str | None = None                                          # the --force-pool it landed under
 
 
 # --------------------------------------------------------------------------- entry point
 
 def ingest(paths: list[str | Path], lake: Lake, *, pool: str | None = None, date: str | None = None,
-           registry: dict | None = None, now: dt_.datetime | None = None) -> IngestReport:
-    """Land every valid shard found in `paths`; report (and quarantine) the rest.
-    Raises ValueError only for arguments that make the whole batch unlandable (an
-    unknown --pool, a malformed --date)."""
+           registry: dict | None = None, now: dt_.datetime | None = None, force_pool: bool = False,
+           verbose: bool = False) -> IngestReport:
+    """Land every valid shard found in `paths`; report every file's outcome and
+    quarantine what was refused. Raises ValueError only for arguments that make the
+    whole call unlandable (an unknown --pool, a malformed --date)."""
     from pipelines.config.pools import load_pools
 
     registry = registry if registry is not None else load_pools()
@@ -100,211 +103,416 @@ def ingest(paths: list[str | Path], lake: Lake, *, pool: str | None = None, date
         safe_date(date)
     now = now or dt_.datetime.now(dt_.timezone.utc)
     report = IngestReport()
-    file_rejects: list[tuple[str, str, dict]] = []
-    seen: set[str] = set()
-    by_dir: dict[Path, list[_File]] = {}
-    jsons: list[_File] = []
-    for path in _expand(paths, report):
-        f = _File(path, _sha256(path))
-        f.duplicate = f.sha in seen or _manifest(lake, f.sha).exists()
-        seen.add(f.sha)
-        fmt, problem = _file_format(path)
-        if problem:
-            _refuse(report, file_rejects, str(path), problem)
-        elif fmt == "json" and f.duplicate:
-            report.duplicates.append(f"{path}: already ingested (sha256 {f.sha[:12]}...); skipped")
-        elif fmt == "json":
-            jsons.append(f)
-        else:
-            by_dir.setdefault(path.parent, []).append(f)
-
-    shards = [s for d, fs in sorted(by_dir.items()) if (s := _read_parquet_shard(d, fs, report, file_rejects))]
-    for f in jsons:
-        shards += _read_nvbench(f, report, file_rejects, now)
-    default_dt = date or now.date().isoformat()
+    ctx = _Call(lake, report, pool, date, registry, now, force_pool, verbose)
+    files = _discover(paths, report)
+    if not files:
+        report.issues.append(Issue(", ".join(map(str, paths)) or "(no paths)",
+                                   "nothing to ingest: no files found (ingest takes harness Parquet files, "
+                                   "nvbench --json output, or folders holding them)"))
+        return report
+    shards = ctx.read(files)
     for shard in shards:
-        _land(shard, lake, report, pool=pool, date=date, registry=registry, now=now)
-    _write_quarantine(lake, report, file_rejects, default_dt, now)
+        ctx.guard(shard, shard.source, ctx.prepare, shard)
+    # Fuller copies first, so that a shorter copy of one shard in the same call is
+    # judged against the fuller one, not the other way round.
+    order = sorted(shards, key=lambda s: (s.refusal is not None, -_attempt_of(s), -_rows_of(s)))
+    for shard in order:
+        if shard.refusal is None:
+            ctx.guard(shard, shard.source, ctx.land, shard)
+        if shard.refusal is not None:
+            ctx.refuse_shard(shard)
+    ctx.finish()
     return report
 
 
-def _refuse(report: IngestReport, rejects: list, source: str, reason: str, record: dict | None = None) -> None:
-    report.issues.append(Issue(source, reason))
-    rejects.append((source, reason, record or {}))
+def _attempt_of(s: _Shard) -> int:
+    return (s.run or {}).get("attempt") or 0
 
 
-def _expand(paths: list[str | Path], report: IngestReport) -> list[Path]:
-    out = []
+def _rows_of(s: _Shard) -> int:
+    return sum(t.num_rows for t in s.tables.values())
+
+
+def _discover(paths, report: IngestReport) -> list[Path]:
+    out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            # nvbench's *.bin sample files are read through the JSON that names them.
-            out += sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")
-                          and f.suffix != ".bin")
+            found = sorted(f for f in p.rglob("*") if f.is_file()
+                           and not any(part.startswith(".") for part in f.relative_to(p).parts))
+            if not found:
+                report.issues.append(Issue(str(p), "nothing to ingest: the folder holds no files"))
+            out += found
         elif p.is_file():
             out.append(p)
         else:
             report.issues.append(Issue(str(p), "no such file or directory"))
-    return out
+    return list(dict.fromkeys(out))  # a file named twice is judged once
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _file_format(path: Path) -> tuple[str | None, str | None]:
-    """('parquet' | 'json', None) from the file's bytes (not its name), or (None, why it
-    cannot be ingested at all)."""
+def _sniff(path: Path) -> tuple[str | None, str | None]:
+    """('parquet' | 'json' | 'bin', None) from the file's bytes, or (None, why it cannot
+    be ingested at all)."""
     size = path.stat().st_size
     if size == 0:
         return None, "empty file (0 bytes): the upload was interrupted or the writer crashed; upload it again"
+    if path.suffix == ".bin":
+        return "bin", None
     with open(path, "rb") as f:
         head = f.read(64)
         f.seek(max(0, size - 4))
         tail = f.read(4)
     if head[:4] == b"PAR1":
-        if tail != b"PAR1":
+        if tail != b"PAR1" or size < 12:
             return None, "truncated Parquet file (no footer): upload the complete file again"
         return "parquet", None
-    if head.lstrip()[:1] == b"{":
+    if head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"["):
         return "json", None
     return None, (f"not a Parquet or JSON file (starts with {head[:8]!r}); "
                   "ingest takes harness Parquet files or nvbench --json output")
 
 
-# --------------------------------------------------------------------------- harness Parquet
+class _Call:
+    """The state of one ingest call: its options, its report and its quarantine."""
 
-def _read_parquet_shard(directory: Path, files: list[_File], report: IngestReport, rejects: list) -> _Shard | None:
-    """The files of one directory as one shard, each checked against its landing schema."""
-    shard = _Shard(source=str(directory), files=[])
-    for f in files:
-        kind = _FILENAME_KINDS.get(f.path.name) or _guess_kind(f.path)
-        if kind is None:
-            _refuse(report, rejects, str(f.path), "cannot tell which table this file holds: its name is not "
-                    f"one of {sorted(_FILENAME_KINDS)} and its columns match none of the landing schemas")
-            continue
-        problem = check_file(f.path, KIND_TABLES[kind], floats_ok=_FLOAT_OK.get(kind, ()))
-        if problem:
-            _refuse(report, rejects, str(f.path), f"{kind}: {problem}")
-            continue
-        if kind in shard.tables:
-            _refuse(report, rejects, str(f.path), f"a second {kind} file in {directory}; one shard per directory")
-            continue
+    def __init__(self, lake, report, pool, date, registry, now, force_pool, verbose):
+        self.lake, self.report, self.pool, self.date = lake, report, pool, date
+        self.registry, self.now, self.force_pool, self.verbose = registry, now, force_pool, verbose
+        self.file_rejects: list[tuple[str, str, dict]] = []
+        self.outcomes: dict[Path, list[tuple[str, str, str]]] = {}  # file -> [(outcome, reason, shard)]
+        self.order: list[Path] = []
+
+    # ---------------------------------------------------------------- outcomes
+
+    def mark(self, path: Path, outcome: str, reason: str = "", shard: str = "") -> None:
+        if path not in self.outcomes:
+            self.order.append(path)
+        self.outcomes.setdefault(path, []).append((outcome, reason, shard))
+
+    def refuse_file(self, path: Path, reason: str) -> None:
+        self.report.issues.append(Issue(str(path), reason))
+        self.file_rejects.append((str(path), reason, {}))
+        self.mark(path, "quarantined", reason)
+
+    def guard(self, shard: _Shard | None, where: str, fn, *args):
+        """Run one step for one input; any failure becomes that input's refusal, named,
+        never the call's (the traceback only with verbose)."""
         try:
-            t = pq.read_table(f.path)
-            if kind == "samples":
-                t = _finite_latencies(t, f"{f.path} [samples]", shard.rejects)
-            shard.tables[kind] = _conform(t, KIND_TABLES[kind])
-        except (pa.ArrowInvalid, OSError) as e:
-            _refuse(report, rejects, str(f.path), f"{kind}: unreadable or out-of-range values: {e}")
-            continue
-        shard.files.append(f)
-    if all(f.duplicate for f in shard.files) and shard.files:
-        report.duplicates += [f"{f.path}: already ingested (sha256 {f.sha[:12]}...); skipped" for f in shard.files]
-        return None
-    return shard if shard.tables else None
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 - one bad input must not stop its neighbours
+            why = f"could not be ingested: {type(e).__name__}: {e}"
+            if self.verbose:
+                why += "\n" + traceback.format_exc()
+            if shard is None:
+                self.refuse_file(Path(where), why)
+            else:
+                shard.refusal = shard.refusal or why
+            return None
 
+    def finish(self) -> None:
+        rank = {"quarantined": 0, "conflict": 1, "landed": 2, "skipped": 3}
+        for path in self.order:
+            entries = sorted(self.outcomes[path], key=lambda e: rank[e[0]])
+            outcome = entries[0][0]
+            reason = "; ".join(dict.fromkeys(r for o, r, _ in entries if r and o == outcome))
+            shard = ", ".join(dict.fromkeys(s for _, _, s in entries if s))
+            self.report.outcome(path, outcome, reason, shard)
+        _write_quarantine(self.lake, self.report, self.file_rejects, self.date or self.now.date().isoformat(),
+                          self.now)
+
+    # ---------------------------------------------------------------- reading
+
+    def read(self, files: list[Path]) -> list[_Shard]:
+        by_dir: dict[Path, list[tuple[Path, str | None]]] = {}
+        jsons, bins = [], []
+        for path in files:
+            fmt, problem = self.guard(None, str(path), _sniff, path) or (None, None)
+            if path in self.outcomes:
+                continue  # the sniff itself failed (unreadable file)
+            if problem and path.name not in _FILENAME_KINDS:
+                self.refuse_file(path, problem)
+            elif fmt == "json":
+                jsons.append(path)
+            elif fmt == "bin":
+                bins.append(path)
+            else:  # a Parquet file, or a broken one named as a shard member
+                by_dir.setdefault(path.parent, []).append((path, problem))
+        shards = []
+        for directory, members in sorted(by_dir.items()):
+            shard = _Shard(source=str(directory), members=[])
+            self.guard(shard, str(directory), self.read_parquet_shard, shard, members)
+            if shard.members:
+                shards.append(shard)
+        named: set[Path] = set()
+        for path in jsons:
+            got = self.guard(None, str(path), self.read_nvbench, path)
+            for shard in got or []:
+                named.update(p.resolve() for p in shard.members)
+                shards.append(shard)
+        for path in bins:
+            if path.resolve() not in named:
+                self.refuse_file(path, "nvbench sample times file that no nvbench JSON of this call names; "
+                                       "ingest the JSON that refers to it")
+        return shards
+
+    def read_parquet_shard(self, shard: _Shard, members: list[tuple[Path, str | None]]) -> None:
+        for path, problem in members:
+            kind = _FILENAME_KINDS.get(path.name) or (None if problem else _guess_kind(path))
+            if kind is None:
+                self.refuse_file(path, "cannot tell which table this file holds: its name is not one of "
+                                       f"{sorted(_FILENAME_KINDS)} and its columns match none of the landing schemas")
+                continue
+            shard.members.append(path)
+            if problem:
+                shard.refused_files[path] = f"{kind}: {problem}"
+                continue
+            if kind in shard.kind_files:
+                shard.refused_files[path] = (f"a second {kind} file in {path.parent} (the first: "
+                                             f"{shard.kind_files[kind].name}); one shard per folder")
+                continue
+            shard.kind_files[kind] = path
+            why = self.read_member(shard, path, kind)
+            if why:
+                shard.refused_files[path] = f"{kind}: {why}"
+        if shard.refused_files:
+            first = next(iter(shard.refused_files.items()))
+            shard.refusal = (f"incomplete shard: {first[0].name} was refused ({first[1]}); nothing of this "
+                             "shard lands until every file of it reads whole")
+
+    def read_member(self, shard: _Shard, path: Path, kind: str) -> str | None:
+        try:
+            raw = pq.read_table(path)
+        except Exception as e:  # noqa: BLE001 - corrupt pages raise several Arrow and OS errors
+            return f"not a readable Parquet file: {type(e).__name__}: {e}"
+        c = conform(raw, KIND_TABLES[kind])
+        if c.refusal:
+            return c.refusal
+        shard.notices += [f"{path}: {note} (lossless)" for note in c.conversions]
+        t = c.table
+        if kind == "samples":
+            shard.present = Counter(v for v in t.column("case_id").to_pylist() if v is not None)
+        if c.row_rejects:
+            if kind == "runs":
+                return f"row 0 cannot be stored: {next(iter(c.row_rejects.values()))}"
+            src = f"{path} [{kind}]"
+            records = raw.to_pylist()
+            for i, why in sorted(c.row_rejects.items()):
+                shard.rejects.append((src, why, records[i]))
+            shard.skip[kind] = set(c.row_rejects)  # filtered later, so that row numbers stay the file's
+        shard.tables[kind] = t
+        return None
+
+    def read_nvbench(self, path: Path) -> list[_Shard]:
+        src = str(path)
+        parsed = nvbench.parse(path, self.now)
+        if parsed.refusal:
+            self.refuse_file(path, parsed.refusal)
+            return []
+        members = [path, *dict.fromkeys(parsed.sample_files)]
+        shards = []
+        for d in parsed.devices:
+            s = _Shard(source=src if len(parsed.devices) == 1 else f"{src} [device {d.device}]", members=members,
+                       tables=d.tables, nvbench=True,
+                       rejects=[(src + " [samples]", why, rec) for why, rec in d.rejects])
+            s.notices += [f"{src}: {w}" for w in parsed.warnings]
+            s.kind_files = {"case_results": path, "runs": path, "samples": path}
+            shards.append(s)
+        self.report.issues += [Issue(src, w) for w in parsed.warnings]
+        return shards
+
+    # ---------------------------------------------------------------- checking
+
+    def prepare(self, shard: _Shard) -> None:
+        """Relate the shard's tables; decide its pool and date; set aside rows that do not fit."""
+        if shard.refusal:
+            return
+        runs = shard.tables.get("runs")
+        reason = _run_problem(runs, shard)
+        if reason:
+            shard.refusal = reason
+            return
+        run = runs.to_pylist()[0]
+        shard.run = run
+        pool_name, reason = self.pool_for(run, shard)
+        if reason:
+            shard.refusal = reason
+            return
+        future = [c for c in ("started_at", "finished_at") if run[c] > self.now + CLOCK_SKEW]
+        if future:
+            shard.refusal = (f"run.{future[0]} {run[future[0]].isoformat()} is in the future (now "
+                             f"{self.now.isoformat()}): the worker's clock is wrong; fix it and re-run the shard")
+            return
+        shard.pool = pool_name
+        shard.dt = self.date or (self.now if shard.nvbench else run["started_at"]).astimezone(
+            dt_.timezone.utc).date().isoformat()
+        results = _filter_results(shard, run)
+        if not shard.nvbench:
+            short = _unmet_claims(shard)
+            if short:
+                shard.refusal = short
+                return
+        shard.tables["case_results"] = results
+        shard.tables["samples"] = _filter_samples(shard, run, results)
+        run["reason"] = "import"
+        shard.tables["runs"] = pa.Table.from_pylist([run], schema=runs.schema)
+
+    def pool_for(self, run: dict, shard: _Shard) -> tuple[str | None, str | None]:
+        """(pool, None) where the pool's hardware is the shard's own, else (None, why not)."""
+        sku, kind, name = run.get("gpu_sku"), run["device_kind"], run.get("gpu_name")
+        said = f"sku {sku!r}" if sku else f"gpu_name {name!r} (no gpu_sku)"
+        if self.pool is None:
+            match = [p.name for p in self.registry.values() if p.device_kind == kind and _same_gpu(p.sku, sku, name)]
+            if len(match) != 1:
+                return None, (f"unknown pool: {'no' if not match else 'more than one'} registered pool has {said} and "
+                              f"device_kind {kind!r} (pools: {sorted(self.registry)}{'; matching: ' + str(match) if match else ''}); "
+                              "pass --pool")
+            p = self.registry[match[0]]
+        else:
+            p = self.registry[self.pool]
+        mismatch = []
+        if p.device_kind != kind:
+            mismatch.append(f"device_kind {kind!r}, pool's {p.device_kind!r}")
+        if not _same_gpu(p.sku, sku, name):
+            mismatch.append(f"{said}, pool's sku {p.sku!r}")
+        if mismatch:
+            what = (f"hardware mismatch: the shard's run metadata says {'; '.join(mismatch)} (pool {p.name!r}, "
+                    f"from {shard.kind_files.get('runs', shard.source)})")
+            if not self.force_pool:
+                return None, what + "; pass the --pool of that hardware, or --force-pool to land it there anyway"
+            shard.notices.append(f"{shard.source}: OVERRIDE (--force-pool): {what}; landed in pool {p.name!r} "
+                                 "as asked")
+            shard.override = what
+        elif sku is None and p.sku:
+            run["gpu_sku"] = p.sku
+            shard.notices.append(f"{shard.source}: gpu_sku {p.sku!r} taken from pool {p.name!r} "
+                                 f"(the file names the GPU {name!r})")
+        return p.name, None
+
+    # ---------------------------------------------------------------- landing
+
+    def land(self, shard: _Shard) -> None:
+        run = shard.run
+        rid, sh, attempt = run["run_id"], run["shard"], run["attempt"]
+        label = f"{rid}/{sh}/{attempt}"
+        ignore = ("started_at", "finished_at") if shard.nvbench else ()
+        with _identity_lock(self.lake, rid, sh):
+            copies = landed_copies(self.lake, rid, sh)
+            same = [c for c in copies if compare(shard.tables, c.tables, ignore) == "same"]
+            if same:
+                return self.skipped(shard, label, f"already landed: the same rows are in "
+                                                  f"{same[0].where(self.lake, rid, sh)}; skipped")
+            target: LandedCopy | None = None
+            if len(copies) > 1:
+                return self.conflict(shard, label, copies, "the lake holds this shard more than once already")
+            if copies:
+                target = copies[0]
+                landed_attempt = target.attempt or 0
+                where = target.where(self.lake, rid, sh)
+                hw = self.hardware_of(target.pool)
+                if hw and hw != self.hardware_of(shard.pool) and not self.force_pool:
+                    return self.conflict(shard, label, copies, f"the landed copy is in pool {target.pool!r} "
+                                         f"({hw}), this one is for pool {shard.pool!r}")
+                if attempt < landed_attempt:
+                    return self.skipped(shard, label, f"superseded: attempt {landed_attempt} of this shard "
+                                                      f"landed in {where}; this is attempt {attempt}")
+                if attempt == landed_attempt:
+                    how = compare(shard.tables, target.tables, ignore)
+                    if how != "more":
+                        return self.conflict(shard, label, copies, (
+                            "holds fewer rows than" if how == "less" else "holds other rows than") +
+                            f" the copy of attempt {attempt} landed in {where}")
+                    shard.notices.append(f"{shard.source}: completes the copy of {label} in {where} "
+                                         "(every landed row and more)")
+                else:
+                    shard.notices.append(f"{shard.source}: attempt {attempt} replaces attempt {landed_attempt} "
+                                         f"in {where}")
+                shard.dt, shard.pool = target.dt, target.pool
+            self.write(shard, label)
+
+    def hardware_of(self, pool: str | None) -> tuple[str, str] | None:
+        p = self.registry.get(pool or "")
+        return (p.sku, p.device_kind) if p else None
+
+    def write(self, shard: _Shard, label: str) -> None:
+        run = shard.run
+        rid, sh = run["run_id"], run["shard"]
+        written = {}
+        # Samples first and the run row last, as land_shard does: a run row implies its data.
+        with shard_lock(self.lake, dt=shard.dt, pool=shard.pool, run_id=rid, shard=sh):
+            for kind in LAND_ORDER:
+                _write_atomic(shard.tables[kind], self.lake.landing_file(kind, shard.dt, shard.pool, rid, sh))
+                written[kind] = shard.tables[kind].num_rows
+        override = shard.override
+        for path in shard.members:
+            _record(self.lake, path, shard.dt, shard.pool, rid, sh, self.now, override)
+            self.mark(path, "landed", "", label)
+        self.report.landed.append({"source": shard.source, "run_id": rid, "shard": sh, "attempt": run["attempt"],
+                                   "dt": shard.dt, "pool": shard.pool, **written})
+        self.report.notices += shard.notices
+        if shard.rejects:
+            counts = Counter((src, why) for src, why, _ in shard.rejects)
+            self.report.issues += [Issue(src, why, n) for (src, why), n in counts.items()]
+            _write_quarantine(self.lake, self.report, shard.rejects, shard.dt, self.now, shard.members)
+
+    def skipped(self, shard: _Shard, label: str, why: str) -> None:
+        self.report.duplicates += [f"{p}: {why.replace('already landed', 'already ingested', 1)}"
+                                   for p in shard.members]
+        self.report.notices.append(f"{shard.source}: {why}")
+        for path in shard.members:
+            self.mark(path, "skipped", why, label)
+
+    def conflict(self, shard: _Shard, label: str, copies: list[LandedCopy], why: str) -> None:
+        run = shard.run
+        rid, sh = run["run_id"], run["shard"]
+        body = json.dumps({k: t.to_pylist() for k, t in sorted(shard.tables.items())}, default=str, sort_keys=True)
+        kept = (self.lake.landing / "_conflicts" / f"run_id={rid}" / f"shard-{sh}"
+                / f"attempt-{run['attempt']}-{hashlib.sha256(body.encode()).hexdigest()[:12]}")
+        for kind in LAND_ORDER:
+            _write_atomic(shard.tables[kind], kept / f"{kind}.parquet")
+        landed = [c.where(self.lake, rid, sh) for c in copies]
+        entry = {"run_id": rid, "shard": sh, "attempt": run["attempt"], "source": shard.source,
+                 "landed": landed, "kept": str(kept), "reason": why}
+        atomic_write(kept / "conflict.json", lambda tmp: tmp.write_text(json.dumps(entry, indent=1)))
+        self.report.conflicts.append(entry)
+        text = (f"conflict: {why}; the landed copy is untouched and this one is kept in {kept}. Compare them, "
+                "then remove the wrong one (docs/ingest.md)")
+        for path in shard.members:
+            self.mark(path, "conflict", text, label)
+
+    def refuse_shard(self, shard: _Shard) -> None:
+        label = (f"{shard.run['run_id']}/{shard.run['shard']}/{shard.run['attempt']}" if shard.run else "")
+        for path in shard.members:
+            why = shard.refused_files.get(path)
+            if why:
+                self.report.issues.append(Issue(str(path), why))
+        self.report.issues.append(Issue(shard.source, shard.refusal))
+        for path in shard.members:
+            why = shard.refused_files.get(path)
+            self.mark(path, "quarantined", why or f"not landed: {shard.refusal}", label)
+        for kind, table in shard.tables.items():
+            shard.rejects += [(f"{shard.source} [{kind}]", shard.refusal, r) for r in table.to_pylist()]
+        shard.rejects += [(str(p), why, {}) for p, why in shard.refused_files.items()]
+        _write_quarantine(self.lake, self.report, shard.rejects, self.date or self.now.date().isoformat(), self.now,
+                          shard.members)
+
+
+# --------------------------------------------------------------------------- relations between a shard's tables
 
 def _guess_kind(path: Path) -> str | None:
-    for kind, table in KIND_TABLES.items():
-        if check_file(path, table, floats_ok=_FLOAT_OK.get(kind, ())) is None:
-            return kind
-    return None
+    try:
+        names = set(pq.read_schema(path).names)
+    except Exception:  # noqa: BLE001 - an unreadable footer: the caller reports the file
+        return None
+    kinds = [kind for kind, sig in _SIGNATURES.items() if sig <= names]
+    return kinds[0] if len(kinds) == 1 else None
 
 
-def _finite_latencies(t: pa.Table, source: str, rejects: list) -> pa.Table:
-    """Samples from a harness that records float nanoseconds: NaN and infinite rows
-    set aside with their row and field named, the rest rounded to integer ns. (Zero and
-    negative latencies land and are quarantined by the mining job's cleaning.)"""
-    lat = t.column("latency_ns")
-    if not pa.types.is_floating(lat.type):
-        return t
-    finite = pc.is_finite(lat).fill_null(True)
-    for i in pc.indices_nonzero(pc.invert(finite)).to_pylist():
-        row = {k: (str(v) if k == "latency_ns" else v) for k, v in t.slice(i, 1).to_pylist()[0].items()}
-        rejects.append((source, f"row {i}: latency_ns is {row['latency_ns']} (field latency_ns): not finite", row))
-    kept = t.filter(finite)
-    return kept.set_column(kept.schema.get_field_index("latency_ns"), "latency_ns",
-                           pc.round(kept.column("latency_ns")).cast(pa.int64()))
-
-
-def _conform(t: pa.Table, table: Table) -> pa.Table:
-    """`t` in exactly the landing schema: absent nullable columns as nulls, integers
-    narrowed or widened (check_file already refused every other difference)."""
-    schema = table.arrow_schema(with_partitions=False)
-    cols = [t.column(f.name).cast(f.type) if f.name in t.column_names else pa.nulls(t.num_rows, f.type)
-            for f in schema]
-    return pa.Table.from_arrays(cols, schema=schema)
-
-
-# --------------------------------------------------------------------------- nvbench JSON
-
-def _read_nvbench(f: _File, report: IngestReport, rejects: list, now: dt_.datetime) -> list[_Shard]:
-    """An nvbench --json file as one shard per device (pipelines/landing/nvbench.py)."""
-    src = str(f.path)
-    parsed = nvbench.parse(f.path, f.sha, now)
-    if parsed.refusal:
-        _refuse(report, rejects, src, parsed.refusal)
-        return []
-    report.issues += [Issue(src, w) for w in parsed.warnings]
-    return [_Shard(source=src, files=[f], tables=d.tables, rejects=[(src + " [samples]", why, rec)
-                                                                    for why, rec in d.rejects])
-            for d in parsed.devices]
-
-
-# --------------------------------------------------------------------------- relations and landing
-
-def _land(shard: _Shard, lake: Lake, report: IngestReport, *, pool, date, registry, now) -> None:
-    """Check how the shard's tables relate, set aside what does not fit, land the rest."""
-    runs = shard.tables.get("runs")
-    reason = _run_problem(runs, shard)
-    if reason is None:
-        run = runs.to_pylist()[0]
-        pool_name = pool or _infer_pool(run, registry)
-        if pool_name is None:
-            reason = (f"unknown pool: no registered pool has sku {run.get('gpu_sku')!r} and device_kind "
-                      f"{run.get('device_kind')!r} (pools: {sorted(registry)}); pass --pool")
-        else:
-            future = [c for c in ("started_at", "finished_at") if run[c] is not None and run[c] > now + CLOCK_SKEW]
-            if future:
-                reason = (f"run.{future[0]} {run[future[0]].isoformat()} is in the future (now {now.isoformat()}): "
-                          "the worker's clock is wrong; fix it and re-run the shard")
-    if reason is not None:
-        report.issues.append(Issue(shard.source, reason))
-        _reject_all(shard, reason)
-        _write_quarantine(lake, report, shard.rejects, date or now.date().isoformat(), now, shard.files)
-        return
-    dt = date or run["started_at"].astimezone(dt_.timezone.utc).date().isoformat()
-    # A shard re-uploaded with some files changed replaces its earlier landing, wherever that was.
-    prior = [json.loads(m.read_text()) for f in shard.files if f.duplicate and (m := _manifest(lake, f.sha)).exists()]
-    if prior:
-        dt, pool_name = prior[0]["dt"], prior[0]["pool"]
-    results = _filter_results(shard, run)
-    samples = _filter_samples(shard, run, results)
-    run["reason"] = "import"
-    run_table = pa.Table.from_pylist([run], schema=runs.schema)
-    new = [f for f in shard.files if not f.duplicate]
-    report.duplicates += [f"{f.path}: already ingested (sha256 {f.sha[:12]}...); skipped"
-                          for f in shard.files if f.duplicate]
-    # Samples first and the run row last, as landing.land_shard does: a run row implies its data.
-    written = {}
-    with shard_lock(lake, dt=dt, pool=pool_name, run_id=run["run_id"], shard=run["shard"]):
-        for kind, table in (("samples", samples), ("case_results", results), ("runs", run_table)):
-            _write_atomic(table, lake.landing_file(kind, dt, pool_name, run["run_id"], run["shard"]))
-            written[kind] = table.num_rows
-    for f in new:
-        _record(lake, f, dt, pool_name, run["run_id"], run["shard"], now)
-    report.landed.append({"source": shard.source, "run_id": run["run_id"], "shard": run["shard"], "dt": dt,
-                          "pool": pool_name, **written})
-    if shard.rejects:
-        counts: dict[tuple[str, str], int] = {}
-        for src, why, _ in shard.rejects:
-            counts[(src, why)] = counts.get((src, why), 0) + 1
-        report.issues += [Issue(src, why, n) for (src, why), n in counts.items()]
-        _write_quarantine(lake, report, shard.rejects, dt, now, shard.files)
+def _same_gpu(pool_sku: str, sku: str | None, name: str | None) -> bool:
+    """The shard's GPU is the pool's: the same SKU, or (where the shard names no SKU, as
+    nvbench does) a GPU name that names the pool SKU's model (H100 in 'NVIDIA H100 80GB HBM3')."""
+    if sku is not None:
+        return sku == pool_sku
+    model = pool_sku.split("-")[0].lower()
+    return bool(name) and model in re.split(r"[\s\-_()/]+", name.lower())
 
 
 def _run_problem(runs: pa.Table | None, shard: _Shard) -> str | None:
@@ -322,34 +530,50 @@ def _run_problem(runs: pa.Table | None, shard: _Shard) -> str | None:
         safe_name(run["run_id"], "run.run_id (row 0)")
     except ValueError as e:
         return str(e)
+    if run["attempt"] < 1 or run["shard"] < 0:
+        return (f"run.parquet row 0: attempt {run['attempt']} and shard {run['shard']} (fields attempt, shard): "
+                "attempts count from 1 and shards from 0")
+    if run["finished_at"] < run["started_at"]:
+        return (f"run.parquet row 0: finished_at {run['finished_at'].isoformat()} is before started_at "
+                f"{run['started_at'].isoformat()} (field finished_at)")
     return None
 
 
-def _infer_pool(run: dict, registry: dict) -> str | None:
-    match = [p.name for p in registry.values() if p.sku == run.get("gpu_sku") and p.device_kind == run.get("device_kind")]
-    return match[0] if len(match) == 1 else None
-
-
-def _reject_all(shard: _Shard, reason: str) -> None:
-    for kind, table in shard.tables.items():
-        shard.rejects += [(f"{shard.source} [{kind}]", reason, r) for r in table.to_pylist()]
+def _unmet_claims(shard: _Shard) -> str | None:
+    """Why the shard is short of samples its case results claim (None when it is not)."""
+    src = shard.kind_files.get("case_results")
+    for i, r in enumerate(shard.tables["case_results"].to_pylist()):
+        claimed, held = r.get("n_samples") or 0, shard.present.get(r["case_id"], 0)
+        if claimed > held:
+            return (f"incomplete shard: {src} row {i} (case {r['case_id']}, status {r['status']}) claims "
+                    f"n_samples {claimed} (field n_samples), the samples file holds {held} for it; upload the "
+                    "complete samples file")
+    return None
 
 
 def _filter_results(shard: _Shard, run: dict) -> pa.Table:
     from kernels_bench.kernels import KERNELS
     from kernels_bench.kernels.base import DTYPE_BYTES
 
-    keep, src = [], f"{shard.source} [case_results]"
-    rows = shard.tables["case_results"].to_pylist()
+    table = shard.tables["case_results"]
+    rows = table.to_pylist()
+    src = f"{shard.kind_files.get('case_results', shard.source)} [case_results]"
+    skip = shard.skip.get("case_results", set())
+    exact, differing, n_exact = repeated_keys(rows, ("run_id", "case_id", "attempt"), "case_results", skip)
+    if n_exact:
+        shard.notices.append(f"{src}: {n_exact} rows repeat another row exactly; each landed once")
+    keep = []
     for i, r in enumerate(rows):
-        why = _mismatch(r, run, i, "case_results")
+        if i in exact or i in skip:
+            continue
+        why = differing.get(i) or _mismatch(r, run, i, "case_results") or result_problem(r, i, run)
         if why is None and r["family"] != "nvbench":  # nvbench benchmarks are outside our registry
             if r["kernel"] not in KERNELS:
                 why = f"row {i}: unknown kernel {r['kernel']!r} (field kernel); known: {sorted(KERNELS)}"
             elif r["dtype"] not in DTYPE_BYTES:
                 why = f"row {i}: unknown dtype {r['dtype']!r} (field dtype); known: {sorted(DTYPE_BYTES)}"
         (shard.rejects.append((src, why, r)) if why else keep.append(r))
-    return pa.Table.from_pylist(keep, schema=shard.tables["case_results"].schema)
+    return pa.Table.from_pylist(keep, schema=table.schema)
 
 
 def _filter_samples(shard: _Shard, run: dict, results: pa.Table) -> pa.Table:
@@ -357,12 +581,22 @@ def _filter_samples(shard: _Shard, run: dict, results: pa.Table) -> pa.Table:
     table = shard.tables.get("samples")
     if table is None:
         return schema.empty_table()
+    rows = table.to_pylist()
+    src = f"{shard.kind_files.get('samples', shard.source)} [samples]"
+    skip = shard.skip.get("samples", set())
+    exact, differing, n_exact = repeated_keys(rows, ("run_id", "case_id", "attempt", "iteration"), "samples", skip)
+    if n_exact:
+        shard.notices.append(f"{src}: {n_exact} rows repeat another row exactly; each landed once")
     cases = set(results.column("case_id").to_pylist())
-    keep, src = [], f"{shard.source} [samples]"
-    for i, r in enumerate(table.to_pylist()):
-        why = _mismatch(r, run, i, "samples")
+    ceiling = clock_ceiling_mhz(run.get("gpu_sku"))
+    keep = []
+    for i, r in enumerate(rows):
+        if i in exact or i in skip:
+            continue
+        why = differing.get(i) or _mismatch(r, run, i, "samples")
         if why is None and r["case_id"] not in cases:
             why = f"row {i}: case_id {r['case_id']!r} has no accepted case result in this shard"
+        why = why or sample_problem(r, i, run, ceiling)
         (shard.rejects.append((src, why, r)) if why else keep.append(r))
     return pa.Table.from_pylist(keep, schema=schema)
 
@@ -375,33 +609,57 @@ def _mismatch(row: dict, run: dict, i: int, kind: str) -> str | None:
     return None
 
 
+# --------------------------------------------------------------------------- writing
+
+@contextlib.contextmanager
+def _identity_lock(lake: Lake, run_id: str, shard: int):
+    """One ingest at a time decides where a shard lands (its copies may be under any date)."""
+    path = lake.landing / "_ingested" / "locks" / f"{run_id}.shard-{int(shard)}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def _write_atomic(table: pa.Table, dst: Path) -> None:
     atomic_write(dst, lambda tmp: pq.write_table(table, tmp))
 
 
-# --------------------------------------------------------------------------- manifest and quarantine
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
-def _manifest(lake: Lake, sha: str) -> Path:
-    return lake.landing / "_ingested" / f"{sha}.json"
 
-
-def _record(lake: Lake, f: _File, dt: str, pool: str, run_id: str, shard: int, now: dt_.datetime) -> None:
-    entry = {"sha256": f.sha, "source": str(f.path), "dt": dt, "pool": pool, "run_id": run_id, "shard": shard,
-             "ingested_at": now.isoformat()}
-    atomic_write(_manifest(lake, f.sha), lambda tmp: tmp.write_text(json.dumps(entry, indent=1)))
+def _record(lake: Lake, path: Path, dt: str, pool: str, run_id: str, shard: int, now: dt_.datetime,
+            override: str | None) -> None:
+    """The manifest: each landed file by its sha256, where it went, and any override."""
+    sha = _sha256(path)
+    entry = {"sha256": sha, "source": str(path), "dt": dt, "pool": pool, "run_id": run_id, "shard": shard,
+             "ingested_at": now.isoformat(), **({"override": override} if override else {})}
+    atomic_write(lake.landing / "_ingested" / f"{sha}.json", lambda tmp: tmp.write_text(json.dumps(entry, indent=1)))
 
 
 def _write_quarantine(lake: Lake, report: IngestReport, rejects: list, dt: str, now: dt_.datetime,
-                      files: list[_File] | None = None) -> None:
+                      members: list[Path] | None = None) -> None:
     """Rejected records as one Parquet file in the quarantine table's landing shape
-    (partition columns dt=.../stage=ingest in the path), named by the content hash of
-    what they came from so that re-ingesting the same input replaces it."""
+    (partition columns dt=.../stage=ingest in the path), named by what they came from
+    so that re-ingesting the same input replaces it."""
     if not rejects:
         return
-    key = hashlib.sha256("".join(sorted(f.sha for f in files)).encode() if files else
-                         json.dumps([r[:2] for r in rejects]).encode()).hexdigest()
-    rows = [{"source": src, "reason": why, "record": json.dumps(rec, default=str, sort_keys=True),
+    key = hashlib.sha256(json.dumps([sorted(map(str, members or [])), [r[:2] for r in rejects]]).encode()).hexdigest()
+    rows = [{"source": src, "reason": why, "record": json.dumps(_jsonable(rec), default=str, sort_keys=True),
              "ingested_at": now} for src, why, rec in rejects]
     dst = lake.quarantine / "ingest" / f"dt={safe_date(dt)}" / f"{key}.parquet"
     _write_atomic(pa.Table.from_pylist(rows, schema=QUARANTINE.arrow_schema(with_partitions=False)), dst)
     report.quarantine_files.append(str(dst))
+
+
+def _jsonable(record: dict) -> dict:
+    # NaN and infinity are not JSON: kept as their text, so that the record says what arrived.
+    return {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}

@@ -8,6 +8,7 @@ decides what lands, what is quarantined and what is reported.
 from __future__ import annotations
 
 import datetime as dt_
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -34,50 +35,131 @@ class Parsed:
     devices: list[Device] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # the file lands, but not all of it as hoped
     refusal: str | None = None                         # the whole file cannot land: why
+    sample_files: list[Path] = field(default_factory=list)  # the nv/cold/sample_times files it read
 
 
-def parse(path: Path, sha: str, now: dt_.datetime) -> Parsed:
-    """Read the nvbench JSON at `path` (content hash `sha`, which names its run)."""
+class Malformed(ValueError):
+    """nvbench-shaped JSON with a field of the wrong shape; the message names where."""
+
+
+def recognise(doc) -> str | None:
+    """None when `doc` has nvbench --json's structure (a 'benchmarks' list whose entries
+    hold 'states' lists), otherwise why it is not nvbench output."""
+    benches = doc.get("benchmarks") if isinstance(doc, dict) else None
+    if isinstance(benches, list) and benches and all(isinstance(b, dict) and isinstance(b.get("states"), list)
+                                                     for b in benches):
+        return None
+    if isinstance(doc, dict) and "context" in doc and isinstance(benches, list) and any(
+            isinstance(b, dict) and ("real_time" in b or "iterations" in b) for b in benches):
+        return ("not nvbench output: this is Google Benchmark JSON ('context', benchmarks with 'real_time'); "
+                "ingest takes nvbench --json output and harness Parquet")
+    if isinstance(benches, list) and not benches:
+        return "empty shard: the nvbench JSON has no benchmarks"
+    return ("not nvbench output: JSON without a 'benchmarks' list of entries with 'states'; ingest takes "
+            "nvbench --json output and harness Parquet")
+
+
+def parse(path: Path, now: dt_.datetime) -> Parsed:
+    """Read the nvbench JSON at `path`. Its run id is a hash of its content (the JSON
+    values without file names, and the sample times), so the same results under another
+    file name, encoding or layout are the same run."""
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(path.read_text(encoding="utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         return Parsed(refusal=f"not valid JSON ({e}); a truncated upload? upload it again")
-    if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
-        return Parsed(refusal="JSON without a 'benchmarks' list: not nvbench --json output")
+    why = recognise(doc)
+    if why:
+        return Parsed(refusal=why)
+    try:
+        return _parse(path, doc, now)
+    except Malformed as e:
+        return Parsed(refusal=f"malformed nvbench JSON: {e}")
+
+
+def _parse(path: Path, doc: dict, now: dt_.datetime) -> Parsed:
     out = Parsed()
-    run_id = f"nvbench-{sha[:12]}"
     per_device: dict[int, tuple[list, list, list]] = {}
+    states = []
     for b_i, bench in enumerate(doc["benchmarks"]):
-        for s_i, state in enumerate(bench.get("states") or []):
-            where = f"benchmarks[{b_i}].states[{s_i}] ({bench.get('name')} {state.get('name')})"
-            results, samples, bad = per_device.setdefault(int(state.get("device") or 0), ([], [], []))
-            result, times, why = _nv_state(path, run_id, bench, state, where)
-            if why:
-                out.warnings.append(f"{where}: {why}; its case result lands without samples")
-            result["shard"] = int(state.get("device") or 0)
-            results.append(result)
-            for i, t in enumerate(times or []):
-                row = {"run_id": run_id, "case_id": result["case_id"], "attempt": 1, "iteration": i,
-                       "throttled": False, "device_kind": "gpu"}
-                if math.isfinite(t):
-                    samples.append({**row, "latency_ns": int(round(t * 1e9))})
-                else:
-                    bad.append((f"{where}: sample {i} of nv/cold/sample_times is {t}: latency_ns is not finite",
-                                {**row, "time_s": str(t)}))
-    if not per_device:
+        for s_i, state in enumerate(bench["states"]):
+            where = f"benchmarks[{b_i}].states[{s_i}]"
+            _check_state(state, where)
+            where += f" ({bench.get('name')} {state.get('name')})"
+            result, times, why, sample_file = _nv_state(path, bench, state, where)
+            if sample_file is not None:
+                out.sample_files.append(sample_file)
+            states.append((int(state.get("device") or 0), where, result, times, why))
+    if not states:
         return Parsed(refusal="empty shard: the nvbench JSON has no benchmark states")
-    devices = {d.get("id"): d for d in doc.get("devices") or []}
-    version = ((doc.get("meta") or {}).get("version") or {}).get("nvbench") or {}
+    run_id = f"nvbench-{_content_hash(doc, [t for *_, t, _ in states])}"
+    for device, where, result, times, why in states:
+        results, samples, bad = per_device.setdefault(device, ([], [], []))
+        if why:
+            out.warnings.append(f"{where}: {why}; its case result lands without samples")
+        result.update(run_id=run_id, shard=device)
+        results.append(result)
+        for i, t in enumerate(times or []):
+            row = {"run_id": run_id, "case_id": result["case_id"], "attempt": 1, "iteration": i,
+                   "throttled": False, "device_kind": "gpu"}
+            if math.isfinite(t):
+                samples.append({**row, "latency_ns": int(round(t * 1e9))})
+            else:
+                bad.append((f"{where}: sample {i} of nv/cold/sample_times is {t}: latency_ns is not finite",
+                            {**row, "time_s": str(t)}))
+    devices = doc.get("devices") if isinstance(doc.get("devices"), list) else []
+    devices = {d.get("id"): d for d in devices if isinstance(d, dict)}
+    version = _dig(doc, "meta", "version", "nvbench")
     for device, (results, samples, bad) in sorted(per_device.items()):
         run = _nv_run(run_id, device, len(per_device), devices.get(device) or {}, version, results, now)
-        tables = {kind: pa.Table.from_pylist(rows, schema=_TABLES[kind].arrow_schema(with_partitions=False))
-                  for kind, rows in (("samples", samples), ("case_results", results), ("runs", [run]))}
+        try:
+            tables = {kind: pa.Table.from_pylist(rows, schema=_TABLES[kind].arrow_schema(with_partitions=False))
+                      for kind, rows in (("samples", samples), ("case_results", results), ("runs", [run]))}
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
+            raise Malformed(f"device {device}: a value does not fit its column ({e})") from e
         out.devices.append(Device(device, tables, bad))
     return out
 
 
-def _nv_state(json_path: Path, run_id: str, bench: dict, state: dict, where: str):
-    """(case result row, sample times in seconds or None, why samples are unusable or None)."""
+def _dig(doc: dict, *keys) -> dict:
+    for k in keys:
+        doc = doc.get(k) if isinstance(doc, dict) else None
+    return doc if isinstance(doc, dict) else {}
+
+
+def _check_state(state, where: str) -> None:
+    if not isinstance(state, dict):
+        raise Malformed(f"{where} is {type(state).__name__}, expected an object")
+    device = state.get("device")
+    if device is not None and not (isinstance(device, int) or (isinstance(device, str) and device.isdigit())):
+        raise Malformed(f"{where}.device is {device!r}, expected a device index (an integer)")
+    for key, inner in (("summaries", "data"), ("axis_values", None)):
+        items = state.get(key)
+        if items is None:
+            continue
+        if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+            raise Malformed(f"{where}.{key} is not a list of objects")
+        if inner and not all(isinstance(x.get(inner) or [], list) and all(isinstance(d, dict) for d in x.get(inner) or [])
+                             for x in items):
+            raise Malformed(f"{where}.{key}[].{inner} is not a list of objects")
+        if key == "axis_values" and not all("name" in x for x in items):
+            raise Malformed(f"{where}.axis_values[] without a 'name'")
+
+
+def _content_hash(doc: dict, times: list) -> str:
+    def strip(v):  # file names say where the upload sat, not what was measured
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items() if k != "filename"}
+        if isinstance(v, list):
+            return [strip(x) for x in v]
+        return v
+
+    body = json.dumps([strip(doc), [None if t is None else [repr(x) for x in t] for t in times]], sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()[:12]
+
+
+def _nv_state(json_path: Path, bench: dict, state: dict, where: str):
+    """(case result row without its run_id, sample times in seconds or None, why samples are
+    unusable or None, the sample times file it read or None)."""
     from kernels_bench.case import Case
 
     summ = {s.get("tag"): {d.get("name"): d.get("value") for d in s.get("data") or []}
@@ -88,17 +170,17 @@ def _nv_state(json_path: Path, run_id: str, bench: dict, state: dict, where: str
     case = Case.make("nvbench", str(bench.get("name")), "nvbench", dtype, **axes)
     mean_s = _num(summ.get("nv/cold/time/gpu/mean", {}).get("value"))
     n = int(_num(summ.get("nv/cold/sample_size", {}).get("value")) or 0)
-    times, why = _nv_sample_times(json_path, summ.get("nv/json/bin:nv/cold/sample_times"))
+    times, why, sample_file = _nv_sample_times(json_path, summ.get("nv/json/bin:nv/cold/sample_times"))
     skipped = bool(state.get("is_skipped"))
     status = "skipped" if skipped else ("ok" if mean_s else "failed")
     error = state.get("skip_reason") if skipped else (None if mean_s else f"{where}: no nv/cold/time/gpu/mean")
     stop = ("nvbench: per-sample times imported" if times else
             f"nvbench summary only, raw samples not available (gpu mean {mean_s} s, n {n})")
-    row = {"run_id": run_id, "case_id": case.case_id, "attempt": 1, "suite": "nvbench", "family": "nvbench",
+    row = {"case_id": case.case_id, "attempt": 1, "suite": "nvbench", "family": "nvbench",
            "kernel": case.kernel, "backend": "nvbench", "dtype": dtype,
            "params": {**axes, "nvbench.state": str(state.get("name"))}, "status": status, "error": error,
            "stop_reason": stop, "n_samples": len(times) if times else n}
-    return row, times, why
+    return row, times, why, sample_file
 
 
 def _nv_run(run_id: str, device: int, n_devices: int, dev: dict, version: dict, results: list,
@@ -124,19 +206,21 @@ def _num(v) -> float | None:
         return None
 
 
-def _nv_sample_times(json_path: Path, summary: dict | None) -> tuple[list[float] | None, str | None]:
-    """(times in seconds, None), or (None, why not) when the JSON names a sample file
-    that cannot be used; (None, None) when it names none."""
+def _nv_sample_times(json_path: Path, summary: dict | None) -> tuple[list[float] | None, str | None, Path | None]:
+    """(times in seconds, None, file), or (None, why not, file) when the JSON names a
+    sample file that cannot be used; (None, None, None) when it names none."""
     import numpy as np
 
     if not summary or not summary.get("filename"):
-        return None, None
+        return None, None, None
     p = Path(str(summary["filename"]))
     p = p if p.is_absolute() else json_path.parent / p  # nvbench writes it relative to the JSON
     if not p.is_file():
-        return None, f"sample times file {p} is missing"
+        return None, f"sample times file {p} is missing", None
+    if p.stat().st_size % 4:
+        return None, f"sample times file {p} is {p.stat().st_size} bytes, not a whole number of float32 values", p
     times = np.fromfile(p, dtype="<f4")
     size = int(_num(summary.get("size")) or -1)
     if size != len(times):
-        return None, f"sample times file {p} holds {len(times)} values, the JSON says {size}"
-    return [float(t) for t in times], None
+        return None, f"sample times file {p} holds {len(times)} values, the JSON says {size}", p
+    return [float(t) for t in times], None, p

@@ -1,0 +1,83 @@
+"""A shard is known by its content: (run_id, shard) wherever it landed, and its rows.
+
+The landing path holds a shard once per (dt, pool); the same shard ingested under
+another date or pool would be a second copy that mining counts twice. `landed_copies`
+finds every landed copy of a shard, and `compare` says how an incoming copy relates to
+one: the same rows (whatever the file name, encoding or date), more rows of the same
+attempt, fewer, or other rows.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.config.lake import Lake
+from pipelines.landing.files import LAND_ORDER
+
+# Run columns that ingest itself writes, so that two ingests of one shard differ in them.
+INGEST_FIELDS = ("reason",)
+
+
+@dataclass
+class LandedCopy:
+    dt: str
+    pool: str
+    tables: dict[str, pa.Table]   # the kinds whose file exists there
+
+    @property
+    def attempt(self) -> int | None:
+        for kind in ("runs", "case_results", "samples"):
+            if kind in self.tables and self.tables[kind].num_rows:
+                return max(a for a in self.tables[kind].column("attempt").to_pylist() if a is not None)
+        return None
+
+    def where(self, lake: Lake, run_id: str, shard: int) -> str:
+        return str(lake.landing_file("runs", self.dt, self.pool, run_id, shard).parent)
+
+
+def landed_copies(lake: Lake, run_id: str, shard: int) -> list[LandedCopy]:
+    """Every (dt, pool) under which any file of the shard has landed, with its tables.
+    (`run_id` is a checked safe name: no glob characters.)"""
+    found: dict[tuple[str, str], dict[str, Path]] = {}
+    for kind in LAND_ORDER:
+        for f in (lake.landing / kind).glob(f"dt=*/pool=*/run_id={run_id}/shard-{int(shard)}.parquet"):
+            key = (f.parents[2].name.removeprefix("dt="), f.parents[1].name.removeprefix("pool="))
+            found.setdefault(key, {})[kind] = f
+    return [LandedCopy(dt, pool, {kind: pq.read_table(f) for kind, f in files.items()})
+            for (dt, pool), files in sorted(found.items())]
+
+
+def _rows(table: pa.Table | None, ignore: tuple[str, ...] = ()) -> Counter:
+    if table is None:
+        return Counter()
+    return Counter(json.dumps({k: _canonical(v) for k, v in r.items() if k not in ignore}, sort_keys=True, default=str)
+                   for r in table.to_pylist())
+
+
+def _canonical(v):
+    # A map reads back as a list of (key, value) pairs, in the order it was written.
+    if isinstance(v, list) and all(isinstance(p, tuple) and len(p) == 2 for p in v):
+        return sorted(v)
+    return v
+
+
+def compare(incoming: dict[str, pa.Table], landed: dict[str, pa.Table], ignore_run: tuple[str, ...] = ()) -> str:
+    """'same' (the same rows), 'more' (every landed row and more, one run row alike),
+    'less' (a part of the landed rows) or 'other'."""
+    ignore = INGEST_FIELDS + tuple(ignore_run)
+    if _rows(incoming.get("runs"), ignore) != _rows(landed.get("runs"), ignore) and "runs" in landed:
+        return "other"
+    pairs = [(_rows(incoming.get(k)), _rows(landed.get(k))) for k in ("samples", "case_results")]
+    run_alike = "runs" in landed
+    if run_alike and all(i == l for i, l in pairs):
+        return "same"
+    if all(not (l - i) for i, l in pairs):
+        return "more"
+    if run_alike and all(not (i - l) for i, l in pairs):
+        return "less"
+    return "other"
