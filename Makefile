@@ -54,6 +54,11 @@ pools: setup
 airflow: setup
 	$(VENV)/bin/airflow standalone
 
+# The dashboard on http://127.0.0.1:$(PORT)/ (default 8080; loopback only, docs/web.md).
+.PHONY: web
+web: setup
+	$(VENV)/bin/perflake web --port $(or $(PORT),8080)
+
 # Regenerate the lock from the current, tested venv.
 lock:
 	$(PY) -m pip freeze --exclude-editable | grep -v '^perflake' > constraints.txt
