@@ -8,6 +8,7 @@ sets a cookie); the CLI requires one before it listens beyond loopback.
 """
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 
@@ -32,7 +33,12 @@ TITLES = {400: "Bad request", 401: "Token required", 403: "Forbidden", 404: "Not
 
 
 def create_app(lake: Lake, token: str | None = None) -> FastAPI:
-    app = FastAPI(title="perflake", docs_url=None, redoc_url=None, openapi_url=None)
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        app.state.reader.close()
+
+    app = FastAPI(title="perflake", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.lake, app.state.reader, app.state.token = lake, Reader(lake), token or None
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     for module in (overview, explorer, series, regressions, compare, roofline):

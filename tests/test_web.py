@@ -1,0 +1,147 @@
+"""perflake web without a browser: every page answers on a small simulated lake, a bad
+parameter answers a 4xx page that names it (never a traceback), values reach DuckDB as
+bound parameters, the triage form needs its CSRF token, a name and a note, and the
+dashboard listens beyond loopback only with a token. The lake is written straight from
+the table definitions by benchmarks/web_pages.py (40 nights, 120 series, 4 pools).
+Browser tests on a mined lake: tests/test_web_browser.py."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from pipelines.cli.web import access_token, check_binding
+from pipelines.config.lake import Lake
+from pipelines.web.app import create_app
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import web_pages
+
+    root = tmp_path_factory.mktemp("web-lake")
+    info = web_pages.build_lake(root / "lake", nights=40, series=120, sample_nights=3)
+    return {"info": info, "pages": web_pages.pages(info), "lake": Lake.from_env(root / "lake")}
+
+
+@pytest.fixture(scope="module")
+def client(bench):
+    with TestClient(create_app(bench["lake"]), raise_server_exceptions=False) as c:
+        yield c
+
+
+def detail(response) -> str:
+    found = re.search(r'class="detail">(.*?)</p>', response.text, re.S)
+    return found.group(1) if found else ""
+
+
+def test_every_page_answers_on_a_simulated_lake(client, bench):
+    for name, path in bench["pages"].items():
+        r = client.get(path)
+        assert r.status_code == 200, (name, r.status_code, detail(r))
+        assert "Traceback" not in r.text and "<h1>" in r.text
+
+
+def test_the_explorer_filters_by_kernel_and_links_each_row_to_its_series(client, bench):
+    r = client.get("/explorer", params={"kernel": "copy", "dtype": "bf16"})
+    kernels = re.findall(r'class="series-link" href="[^"]*">([^<]+)</a>', r.text)
+    assert kernels and set(kernels) == {"copy"}
+    assert re.search(r'data-spark="\[\[', r.text)  # a sparkline per row
+
+
+def test_a_search_that_reads_like_sql_matches_nothing_instead_of_everything(client):
+    r = client.get("/explorer", params={"q": "1=1 OR kernel"})
+    assert r.status_code == 200 and "No series matches" in r.text
+
+
+@pytest.mark.parametrize("path, status, says", [
+    ("/explorer?kernel=' OR 1=1 --", 400, "'kernel'"),
+    ("/explorer?kernel=matmul'; DROP TABLE perf.runs; --", 400, "'kernel'"),
+    ("/explorer?q=x%27)%20UNION%20SELECT%20*%20FROM%20perf.runs--", 400, "'q'"),
+    ("/explorer?shape=m=1) OR (1=1", 400, "'shape'"),
+    ("/explorer?sort=kernel;DROP", 400, "'sort'"),
+    ("/explorer?page=-1", 400, "'page'"),
+    ("/?date=2035-02-30", 400, "not a calendar date"),
+    ("/?date=last week", 400, "not a date YYYY-MM-DD"),
+    ("/series/abc", 400, "16 lowercase hex digits"),
+    ("/series/0123456789abcdef", 404, "no series 0123456789abcdef"),
+    ("/series/{key}?night=2035-99-01", 400, "'night'"),
+    ("/series/{key}?night=2034-01-01", 404, "no measurement on night 2034-01-01"),
+    ("/regressions?state=all' --", 400, "'state'"),
+    ("/compare?a=run_id=x' OR '1'='1&b=y", 400, "'a (run_id)'"),
+    ("/compare?a=nosuchrun&b=nosuchrun2", 404, "matches no run"),
+    ("/compare?a=color=red&b=x", 400, "not a run attribute"),
+    ("/roofline?sku=<script>alert(1)</script>", 400, "'sku'"),
+    ("/roofline?sku=NO-SUCH-GPU", 404, "no GPU"),
+    ("/no/such/page", 404, "Not Found"),
+])
+def test_a_bad_parameter_answers_a_clear_4xx_page(client, bench, path, status, says):
+    r = client.get(path.replace("{key}", bench["info"]["series_key"]))
+    assert r.status_code == status, (r.status_code, detail(r))
+    assert r.headers["content-type"].startswith("text/html")
+    assert says in detail(r).replace("&#39;", "'").replace("&#34;", '"'), detail(r)
+    assert "Traceback" not in r.text and "<script>alert" not in r.text
+
+
+def test_the_series_page_marks_its_change_point_and_the_software_change(client, bench):
+    r = client.get(f"/series/{bench['info']['series_key']}")
+    assert 'class="change-point' in r.text
+    assert "torch: 2.12.0 -&gt; 2.13.0" in r.text or "driver: 570.86 -&gt; 575.51" in r.text
+
+
+def test_pages_load_no_script_from_outside_the_app(client, bench):
+    for path in bench["pages"].values():
+        text = client.get(path).text
+        assert not re.search(r"""<(script|link)[^>]+(src|href)=["']?(https?:)?//""", text), path
+    assert client.get("/static/vendor/echarts.min.js").status_code == 200
+    assert "script-src 'self'" in client.get("/").headers["content-security-policy"]
+
+
+def test_a_triage_post_needs_the_csrf_token_a_name_and_a_note(client):
+    client.get("/regressions")  # sets the CSRF cookie
+    token = client.cookies.get("perflake_csrf")
+    assert token
+    url = "/regressions/0123456789/ack"
+    r = client.post(url, data={"by": "alice", "note": "on it"})
+    assert r.status_code == 403 and "CSRF" in detail(r)
+    r = client.post(url, data={"by": "alice", "note": "on it", "csrf_token": "x" * 43})
+    assert r.status_code == 403
+    r = client.post(url, data={"by": "alice", "note": "on it", "csrf_token": token},
+                    headers={"origin": "https://evil.example"})
+    assert r.status_code == 403 and "cross-site" in detail(r)
+    r = client.post(url, data={"by": "", "note": "on it", "csrf_token": token})
+    assert r.status_code == 422 and "name is required" in detail(r)
+    r = client.post(url, data={"by": "alice", "note": " ", "csrf_token": token})
+    assert r.status_code == 422 and "note is required" in detail(r)
+    r = client.post("/regressions/not-an-id/ack", data={"by": "alice", "note": "x", "csrf_token": token})
+    assert r.status_code == 400
+
+
+def test_with_a_token_every_request_needs_it(bench):
+    token = "t" * 24
+    with TestClient(create_app(bench["lake"], token=token), raise_server_exceptions=False) as c:
+        assert c.get("/").status_code == 401
+        assert c.get("/", headers={"authorization": f"Bearer {token}"}).status_code == 200
+        r = c.get(f"/explorer?token={token}&kernel=copy", follow_redirects=False)
+        assert r.status_code == 303 and "token" not in r.headers["location"]
+        assert c.get("/explorer?kernel=copy").status_code == 200  # the cookie now
+        assert c.get("/healthz").status_code == 200
+
+
+def test_the_dashboard_listens_beyond_loopback_only_when_asked_and_with_a_token(monkeypatch):
+    check_binding("127.0.0.1", False, None)
+    check_binding("::1", False, None)
+    with pytest.raises(ValueError, match="--allow-remote"):
+        check_binding("0.0.0.0", False, "t" * 24)
+    with pytest.raises(ValueError, match="needs a token"):
+        check_binding("0.0.0.0", True, None)
+    check_binding("0.0.0.0", True, "t" * 24)
+    monkeypatch.setenv("PERFLAKE_WEB_TOKEN", "short")
+    with pytest.raises(ValueError, match="at least 16"):
+        access_token(None)
