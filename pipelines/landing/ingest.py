@@ -35,7 +35,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import traceback
 from collections import Counter
 from dataclasses import dataclass, field
@@ -50,7 +49,7 @@ from pipelines.landing.conform import conform
 from pipelines.landing.files import LAND_ORDER, atomic_write, shard_lock
 from pipelines.landing.identity import LandedCopy, compare, landed_copies
 from pipelines.landing.report import IngestReport, Issue
-from pipelines.landing.values import clock_ceiling_mhz, repeated_keys, result_problem, sample_problem
+from pipelines.landing import relations
 from schemas.tables import CASE_RESULTS, QUARANTINE, RUNS, SAMPLES
 
 __all__ = ["ingest", "IngestReport", "Issue"]
@@ -58,9 +57,6 @@ __all__ = ["ingest", "IngestReport", "Issue"]
 KIND_TABLES = {"samples": SAMPLES, "case_results": CASE_RESULTS, "runs": RUNS}
 _FILENAME_KINDS = {"samples.parquet": "samples", "case_results.parquet": "case_results",
                    "run.parquet": "runs", "runs.parquet": "runs"}
-# Columns by which a Parquet file under another name shows which table it holds.
-_SIGNATURES = {"samples": {"latency_ns", "iteration"}, "case_results": {"case_id", "kernel", "status"},
-               "runs": {"started_at", "hardware_fingerprint"}}
 # Clocks of remote workers drift; a run "in the future" by more than this is refused.
 CLOCK_SKEW = dt_.timedelta(minutes=10)
 
@@ -256,7 +252,7 @@ class _Call:
 
     def read_parquet_shard(self, shard: _Shard, members: list[tuple[Path, str | None]]) -> None:
         for path, problem in members:
-            kind = _FILENAME_KINDS.get(path.name) or (None if problem else _guess_kind(path))
+            kind = _FILENAME_KINDS.get(path.name) or (None if problem else relations.guess_kind(path))
             if kind is None:
                 self.refuse_file(path, "cannot tell which table this file holds: its name is not one of "
                                        f"{sorted(_FILENAME_KINDS)} and its columns match none of the landing schemas")
@@ -326,7 +322,7 @@ class _Call:
         if shard.refusal:
             return
         runs = shard.tables.get("runs")
-        reason = _run_problem(runs, shard)
+        reason = relations.run_problem(runs, shard)
         if reason:
             shard.refusal = reason
             return
@@ -344,14 +340,18 @@ class _Call:
         shard.pool = pool_name
         shard.dt = self.date or (self.now if shard.nvbench else run["started_at"]).astimezone(
             dt_.timezone.utc).date().isoformat()
-        results = _filter_results(shard, run)
+        results = relations.filter_results(shard, run)
         if not shard.nvbench:
-            short = _unmet_claims(shard)
+            short = relations.unmet_claims(shard)
             if short:
                 shard.refusal = short
                 return
+        if results.num_rows == 0:
+            shard.refusal = ("nothing of this shard can be accepted: every case result was set aside (first: "
+                             f"{next((why for _, why, _ in shard.rejects), '?')})")
+            return
         shard.tables["case_results"] = results
-        shard.tables["samples"] = _filter_samples(shard, run, results)
+        shard.tables["samples"] = relations.filter_samples(shard, run, results)
         run["reason"] = "import"
         shard.tables["runs"] = pa.Table.from_pylist([run], schema=runs.schema)
 
@@ -360,7 +360,7 @@ class _Call:
         sku, kind, name = run.get("gpu_sku"), run["device_kind"], run.get("gpu_name")
         said = f"sku {sku!r}" if sku else f"gpu_name {name!r} (no gpu_sku)"
         if self.pool is None:
-            match = [p.name for p in self.registry.values() if p.device_kind == kind and _same_gpu(p.sku, sku, name)]
+            match = [p.name for p in self.registry.values() if p.device_kind == kind and relations.same_gpu(p.sku, sku, name)]
             if len(match) != 1:
                 return None, (f"unknown pool: {'no' if not match else 'more than one'} registered pool has {said} and "
                               f"device_kind {kind!r} (pools: {sorted(self.registry)}{'; matching: ' + str(match) if match else ''}); "
@@ -371,7 +371,7 @@ class _Call:
         mismatch = []
         if p.device_kind != kind:
             mismatch.append(f"device_kind {kind!r}, pool's {p.device_kind!r}")
-        if not _same_gpu(p.sku, sku, name):
+        if not relations.same_gpu(p.sku, sku, name):
             mismatch.append(f"{said}, pool's sku {p.sku!r}")
         if mismatch:
             what = (f"hardware mismatch: the shard's run metadata says {'; '.join(mismatch)} (pool {p.name!r}, "
@@ -422,6 +422,10 @@ class _Call:
                             f" the copy of attempt {attempt} landed in {where}")
                     shard.notices.append(f"{shard.source}: completes the copy of {label} in {where} "
                                          "(every landed row and more)")
+                elif shard.rejects:
+                    return self.conflict(shard, label, copies, (
+                        f"attempt {attempt} had {len(shard.rejects)} rows set aside (see issues); it does not "
+                        f"replace attempt {landed_attempt}, landed whole in {where}"))
                 else:
                     shard.notices.append(f"{shard.source}: attempt {attempt} replaces attempt {landed_attempt} "
                                          f"in {where}")
@@ -493,120 +497,6 @@ class _Call:
         shard.rejects += [(str(p), why, {}) for p, why in shard.refused_files.items()]
         _write_quarantine(self.lake, self.report, shard.rejects, self.date or self.now.date().isoformat(), self.now,
                           shard.members)
-
-
-# --------------------------------------------------------------------------- relations between a shard's tables
-
-def _guess_kind(path: Path) -> str | None:
-    try:
-        names = set(pq.read_schema(path).names)
-    except Exception:  # noqa: BLE001 - an unreadable footer: the caller reports the file
-        return None
-    kinds = [kind for kind, sig in _SIGNATURES.items() if sig <= names]
-    return kinds[0] if len(kinds) == 1 else None
-
-
-def _same_gpu(pool_sku: str, sku: str | None, name: str | None) -> bool:
-    """The shard's GPU is the pool's: the same SKU, or (where the shard names no SKU, as
-    nvbench does) a GPU name that names the pool SKU's model (H100 in 'NVIDIA H100 80GB HBM3')."""
-    if sku is not None:
-        return sku == pool_sku
-    model = pool_sku.split("-")[0].lower()
-    return bool(name) and model in re.split(r"[\s\-_()/]+", name.lower())
-
-
-def _run_problem(runs: pa.Table | None, shard: _Shard) -> str | None:
-    if runs is None:
-        return "no run metadata: the shard has no readable run.parquet, so its rows cannot be attributed"
-    if runs.num_rows != 1:
-        return f"run.parquet holds {runs.num_rows} rows; a shard has exactly one (empty shard?)"
-    if shard.tables.get("case_results") is None or shard.tables["case_results"].num_rows == 0:
-        return "empty shard: no case results; re-run the shard or upload its case_results.parquet"
-    run = runs.to_pylist()[0]
-    missing = [c for c in ("run_id", "shard", "attempt", "started_at") if run.get(c) is None]
-    if missing:
-        return f"run.parquet row 0: {missing} are null"
-    try:
-        safe_name(run["run_id"], "run.run_id (row 0)")
-    except ValueError as e:
-        return str(e)
-    if run["attempt"] < 1 or run["shard"] < 0:
-        return (f"run.parquet row 0: attempt {run['attempt']} and shard {run['shard']} (fields attempt, shard): "
-                "attempts count from 1 and shards from 0")
-    if run["finished_at"] < run["started_at"]:
-        return (f"run.parquet row 0: finished_at {run['finished_at'].isoformat()} is before started_at "
-                f"{run['started_at'].isoformat()} (field finished_at)")
-    return None
-
-
-def _unmet_claims(shard: _Shard) -> str | None:
-    """Why the shard is short of samples its case results claim (None when it is not)."""
-    src = shard.kind_files.get("case_results")
-    for i, r in enumerate(shard.tables["case_results"].to_pylist()):
-        claimed, held = r.get("n_samples") or 0, shard.present.get(r["case_id"], 0)
-        if claimed > held:
-            return (f"incomplete shard: {src} row {i} (case {r['case_id']}, status {r['status']}) claims "
-                    f"n_samples {claimed} (field n_samples), the samples file holds {held} for it; upload the "
-                    "complete samples file")
-    return None
-
-
-def _filter_results(shard: _Shard, run: dict) -> pa.Table:
-    from kernels_bench.kernels import KERNELS
-    from kernels_bench.kernels.base import DTYPE_BYTES
-
-    table = shard.tables["case_results"]
-    rows = table.to_pylist()
-    src = f"{shard.kind_files.get('case_results', shard.source)} [case_results]"
-    skip = shard.skip.get("case_results", set())
-    exact, differing, n_exact = repeated_keys(rows, ("run_id", "case_id", "attempt"), "case_results", skip)
-    if n_exact:
-        shard.notices.append(f"{src}: {n_exact} rows repeat another row exactly; each landed once")
-    keep = []
-    for i, r in enumerate(rows):
-        if i in exact or i in skip:
-            continue
-        why = differing.get(i) or _mismatch(r, run, i, "case_results") or result_problem(r, i, run)
-        if why is None and r["family"] != "nvbench":  # nvbench benchmarks are outside our registry
-            if r["kernel"] not in KERNELS:
-                why = f"row {i}: unknown kernel {r['kernel']!r} (field kernel); known: {sorted(KERNELS)}"
-            elif r["dtype"] not in DTYPE_BYTES:
-                why = f"row {i}: unknown dtype {r['dtype']!r} (field dtype); known: {sorted(DTYPE_BYTES)}"
-        (shard.rejects.append((src, why, r)) if why else keep.append(r))
-    return pa.Table.from_pylist(keep, schema=table.schema)
-
-
-def _filter_samples(shard: _Shard, run: dict, results: pa.Table) -> pa.Table:
-    schema = SAMPLES.arrow_schema(with_partitions=False)
-    table = shard.tables.get("samples")
-    if table is None:
-        return schema.empty_table()
-    rows = table.to_pylist()
-    src = f"{shard.kind_files.get('samples', shard.source)} [samples]"
-    skip = shard.skip.get("samples", set())
-    exact, differing, n_exact = repeated_keys(rows, ("run_id", "case_id", "attempt", "iteration"), "samples", skip)
-    if n_exact:
-        shard.notices.append(f"{src}: {n_exact} rows repeat another row exactly; each landed once")
-    cases = set(results.column("case_id").to_pylist())
-    ceiling = clock_ceiling_mhz(run.get("gpu_sku"))
-    keep = []
-    for i, r in enumerate(rows):
-        if i in exact or i in skip:
-            continue
-        why = differing.get(i) or _mismatch(r, run, i, "samples")
-        if why is None and r["case_id"] not in cases:
-            why = f"row {i}: case_id {r['case_id']!r} has no accepted case result in this shard"
-        why = why or sample_problem(r, i, run, ceiling)
-        (shard.rejects.append((src, why, r)) if why else keep.append(r))
-    return pa.Table.from_pylist(keep, schema=schema)
-
-
-def _mismatch(row: dict, run: dict, i: int, kind: str) -> str | None:
-    for col in ("run_id", "attempt"):
-        if row[col] != run[col]:
-            return (f"row {i}: {kind}.{col} {row[col]!r} does not match the shard's run metadata "
-                    f"({col} {run[col]!r}); the files of different runs were mixed")
-    return None
 
 
 # --------------------------------------------------------------------------- writing

@@ -147,8 +147,9 @@ def _check_state(state, where: str) -> None:
 
 def _content_hash(doc: dict, times: list) -> str:
     def strip(v):  # file names say where the upload sat, not what was measured
-        if isinstance(v, dict):
-            return {k: strip(x) for k, x in v.items() if k != "filename"}
+        if isinstance(v, dict):  # {"name": "filename", "value": ...} in a summary's data
+            named_file = v.get("name") == "filename"
+            return {k: strip(x) for k, x in v.items() if k != "filename" and not (named_file and k == "value")}
         if isinstance(v, list):
             return [strip(x) for x in v]
         return v

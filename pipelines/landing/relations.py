@@ -1,0 +1,130 @@
+"""How the tables of one shard relate: one run row that can be attributed, case results
+of known kernels that the samples back, samples of that run. Each check names the row
+and the field; the caller (pipelines/landing/ingest.py) sets the rows aside or refuses the shard.
+"""
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.config.lake import safe_name
+from pipelines.landing.values import clock_ceiling_mhz, repeated_keys, result_problem, sample_problem
+from schemas.tables import SAMPLES
+
+# Columns by which a Parquet file under another name shows which table it holds.
+_SIGNATURES = {"samples": {"latency_ns", "iteration"}, "case_results": {"case_id", "kernel", "status"},
+               "runs": {"started_at", "hardware_fingerprint"}}
+def guess_kind(path: Path) -> str | None:
+    try:
+        names = set(pq.read_schema(path).names)
+    except Exception:  # noqa: BLE001 - an unreadable footer: the caller reports the file
+        return None
+    kinds = [kind for kind, sig in _SIGNATURES.items() if sig <= names]
+    return kinds[0] if len(kinds) == 1 else None
+
+
+def same_gpu(pool_sku: str, sku: str | None, name: str | None) -> bool:
+    """The shard's GPU is the pool's: the same SKU, or (where the shard names no SKU, as
+    nvbench does) a GPU name that names the pool SKU's model (H100 in 'NVIDIA H100 80GB HBM3')."""
+    if sku is not None:
+        return sku == pool_sku
+    model = pool_sku.split("-")[0].lower()
+    return bool(name) and model in re.split(r"[\s\-_()/]+", name.lower())
+
+
+def run_problem(runs: pa.Table | None, shard) -> str | None:
+    if runs is None:
+        return "no run metadata: the shard has no readable run.parquet, so its rows cannot be attributed"
+    if runs.num_rows != 1:
+        return f"run.parquet holds {runs.num_rows} rows; a shard has exactly one (empty shard?)"
+    if shard.tables.get("case_results") is None or shard.tables["case_results"].num_rows == 0:
+        return "empty shard: no case results; re-run the shard or upload its case_results.parquet"
+    run = runs.to_pylist()[0]
+    missing = [c for c in ("run_id", "shard", "attempt", "started_at") if run.get(c) is None]
+    if missing:
+        return f"run.parquet row 0: {missing} are null"
+    try:
+        safe_name(run["run_id"], "run.run_id (row 0)")
+    except ValueError as e:
+        return str(e)
+    if run["attempt"] < 1 or run["shard"] < 0:
+        return (f"run.parquet row 0: attempt {run['attempt']} and shard {run['shard']} (fields attempt, shard): "
+                "attempts count from 1 and shards from 0")
+    if run["finished_at"] < run["started_at"]:
+        return (f"run.parquet row 0: finished_at {run['finished_at'].isoformat()} is before started_at "
+                f"{run['started_at'].isoformat()} (field finished_at)")
+    return None
+
+
+def unmet_claims(shard) -> str | None:
+    """Why the shard is short of samples its case results claim (None when it is not)."""
+    src = shard.kind_files.get("case_results")
+    for i, r in enumerate(shard.tables["case_results"].to_pylist()):
+        claimed, held = r.get("n_samples") or 0, shard.present.get(r["case_id"], 0)
+        if claimed > held:
+            return (f"incomplete shard: {src} row {i} (case {r['case_id']}, status {r['status']}) claims "
+                    f"n_samples {claimed} (field n_samples), the samples file holds {held} for it; upload the "
+                    "complete samples file")
+    return None
+
+
+def filter_results(shard, run: dict) -> pa.Table:
+    from kernels_bench.kernels import KERNELS
+    from kernels_bench.kernels.base import DTYPE_BYTES
+
+    table = shard.tables["case_results"]
+    rows = table.to_pylist()
+    src = f"{shard.kind_files.get('case_results', shard.source)} [case_results]"
+    skip = shard.skip.get("case_results", set())
+    exact, differing, n_exact = repeated_keys(rows, ("run_id", "case_id", "attempt"), "case_results", skip)
+    if n_exact:
+        shard.notices.append(f"{src}: {n_exact} rows repeat another row exactly; each landed once")
+    keep = []
+    for i, r in enumerate(rows):
+        if i in exact or i in skip:
+            continue
+        why = differing.get(i) or mismatch(r, run, i, "case_results") or result_problem(r, i, run)
+        if why is None and r["family"] != "nvbench":  # nvbench benchmarks are outside our registry
+            if r["kernel"] not in KERNELS:
+                why = f"row {i}: unknown kernel {r['kernel']!r} (field kernel); known: {sorted(KERNELS)}"
+            elif r["dtype"] not in DTYPE_BYTES:
+                why = f"row {i}: unknown dtype {r['dtype']!r} (field dtype); known: {sorted(DTYPE_BYTES)}"
+        (shard.rejects.append((src, why, r)) if why else keep.append(r))
+    return pa.Table.from_pylist(keep, schema=table.schema)
+
+
+def filter_samples(shard, run: dict, results: pa.Table) -> pa.Table:
+    schema = SAMPLES.arrow_schema(with_partitions=False)
+    table = shard.tables.get("samples")
+    if table is None:
+        return schema.empty_table()
+    rows = table.to_pylist()
+    src = f"{shard.kind_files.get('samples', shard.source)} [samples]"
+    skip = shard.skip.get("samples", set())
+    exact, differing, n_exact = repeated_keys(rows, ("run_id", "case_id", "attempt", "iteration"), "samples", skip)
+    if n_exact:
+        shard.notices.append(f"{src}: {n_exact} rows repeat another row exactly; each landed once")
+    cases = set(results.column("case_id").to_pylist())
+    ceiling = clock_ceiling_mhz(run.get("gpu_sku"))
+    keep = []
+    for i, r in enumerate(rows):
+        if i in exact or i in skip:
+            continue
+        why = differing.get(i) or mismatch(r, run, i, "samples")
+        if why is None and r["case_id"] not in cases:
+            why = f"row {i}: case_id {r['case_id']!r} has no accepted case result in this shard"
+        why = why or sample_problem(r, i, run, ceiling)
+        (shard.rejects.append((src, why, r)) if why else keep.append(r))
+    return pa.Table.from_pylist(keep, schema=schema)
+
+
+def mismatch(row: dict, run: dict, i: int, kind: str) -> str | None:
+    for col in ("run_id", "attempt"):
+        if row[col] != run[col]:
+            return (f"row {i}: {kind}.{col} {row[col]!r} does not match the shard's run metadata "
+                    f"({col} {run[col]!r}); the files of different runs were mixed")
+    return None
+
+
