@@ -14,7 +14,8 @@ import argparse
 import datetime
 import json
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -49,6 +50,7 @@ class MineSummary:
     dq_batches: int = 0  # data-quality validations run (one per suite x pool)
     dq_warnings: int = 0  # failed soft expectations
     pools_withheld: tuple[str, ...] = ()  # failed a hard expectation: their partitions were not replaced
+    seconds: dict = field(default_factory=dict)  # wall time of the job's steps (publish, series, regressions, total)
 
 
 def landed_files(lake: Lake, kind: str, dt: str, pools: list[str] | None = None) -> list[Path]:
@@ -84,7 +86,7 @@ def mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None = Non
     landed batches and on its case_stats; a pool that fails a hard expectation keeps
     its previously published partitions, the others publish, and then the job raises
     DataQualityError naming what failed. Every validation lands in perf.dq_results."""
-    now = dt_now()
+    now, started = dt_now(), time.perf_counter()
     inputs: dict[str, list[Path]] = {}
     rejected_files: list[tuple[Path, str]] = []
     for kind, table in (("samples", SAMPLES), ("case_results", CASE_RESULTS), ("runs", RUNS)):
@@ -133,8 +135,11 @@ def mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None = Non
     catalog.write_partitions(spark, lake, out["samples"].select(*ordered_columns(SAMPLES)), SAMPLES)
     catalog.write_partitions(spark, lake, out["stats"], CASE_STATS)
     catalog.replace_by_key(spark, lake, _cases(out["results"]), CASES)
-    update_history(spark, lake)
-    update_regressions(spark, lake, now)
+    seconds = {"publish": _lap(started)}
+    update_history(spark, lake, night=dt, pools=pools)
+    seconds["series"] = _lap(started, seconds)
+    update_regressions(spark, lake, now, night=dt, pools=pools)
+    seconds["regressions"] = _lap(started, seconds)
     q = quarantined[0]
     for extra in quarantined[1:]:
         q = q.unionByName(extra)
@@ -146,7 +151,8 @@ def mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None = Non
                           samples=out["samples"].count(), rows_quarantined=n_quarantined,
                           case_stats=out["stats"].count(),
                           shards_pending=n_pending, dq_batches=len(checks),
-                          dq_warnings=sum(r.soft_failures for r in checks), pools_withheld=tuple(sorted(withheld)))
+                          dq_warnings=sum(r.soft_failures for r in checks), pools_withheld=tuple(sorted(withheld)),
+                          seconds={**seconds, "total": round(time.perf_counter() - started, 2)})
     flagged.unpersist()
     stats.unpersist()
     pending.unpersist()
@@ -162,10 +168,27 @@ def _publishable(df: DataFrame, withheld: set[str]) -> DataFrame:
     return df.where(~F.col("pool").isin(sorted(withheld))) if withheld else df
 
 
-def update_history(spark: SparkSession, lake: Lake) -> None:
-    """Recompute perf.series from the whole published history."""
-    points = series_points(spark.table(f"{DATABASE}.case_stats"), spark.table(f"{DATABASE}.runs"))
-    catalog.overwrite(spark, lake, series_table(points), SERIES)
+def update_history(spark: SparkSession, lake: Lake, *, night: str | None = None,
+                   pools: list[str] | None = None) -> None:
+    """perf.series from the published history: with `night`, the rows of the series that
+    night measured (in `pools`, default all), each from its whole history, the others
+    kept; without, every series."""
+    stats, runs = spark.table(f"{DATABASE}.case_stats"), spark.table(f"{DATABASE}.runs")
+    if night is None:
+        catalog.overwrite(spark, lake, series_table(series_points(stats, runs)), SERIES)
+        return
+    tonight = stats.where(F.col("dt") == F.lit(night))
+    if pools:
+        tonight = tonight.where(F.col("pool").isin(pools))
+    touched = series_points(tonight, runs.where(F.col("dt") == F.lit(night))).select("series_key").distinct()
+    cases = tonight.select("case_id").distinct()
+    points = series_points(stats.join(cases, "case_id", "left_semi"), runs).join(touched, "series_key", "left_semi")
+    catalog.replace_by_key(spark, lake, series_table(points), SERIES)
+
+
+def _lap(started: float, before: dict | None = None) -> float:
+    """Seconds since `started`, less the steps already timed in `before`."""
+    return round(time.perf_counter() - started - sum((before or {}).values()), 2)
 
 
 def _cases(results: DataFrame) -> DataFrame:

@@ -173,6 +173,21 @@ def test_mining_the_same_night_twice_gives_the_same_table(history):
     pd.testing.assert_frame_equal(history[BLIP_NIGHT], history["re-mined"])
 
 
+def test_a_nights_update_leaves_alone_what_that_night_did_not_measure(history, spark, lake):
+    # What every mine runs: update_regressions(night=...). Rows of series the night did
+    # not measure, and changes whose last good run left the window, stay exactly as they were.
+    import datetime
+
+    from pipelines.mining.regressions import HISTORY_DAYS, update_regressions
+
+    before = snapshot(spark)
+    later = (datetime.date.fromisoformat(BLIP_NIGHT) + datetime.timedelta(days=HISTORY_DAYS + 30)).isoformat()
+    update_regressions(spark, lake, night=later)
+    pd.testing.assert_frame_equal(before, snapshot(spark))
+    update_regressions(spark, lake, night=BLIP_NIGHT, pools=["a-pool-that-measured-nothing"])
+    pd.testing.assert_frame_equal(before, snapshot(spark))
+
+
 def test_an_acknowledged_regression_stays_acknowledged_when_re_mined(history):
     key, change = history["acknowledged"]
     (row,) = history["after rerun"].query("series_key == @key and change_run_id == @change").itertuples()

@@ -1,5 +1,7 @@
 """perf.regressions: the level changes of every series, with their significance, status
-and attribution, recomputed from the whole history by every mine.
+and attribution, brought up to date by every mine for the series its night measured
+(over a window of HISTORY_DAYS days; `update_regressions(night=None)` re-examines the
+whole history).
 
 Each series is tracked in two metrics (METRICS): latency (run medians) and, where the
 device has an energy counter, energy per call (so a kernel that holds its latency but
@@ -48,6 +50,10 @@ from schemas.spark import ordered_columns, spark_schema
 from schemas.tables import REGRESSIONS
 
 FDR_Q = 0.05
+# A night's mine re-examines the series it measured over this many days of runs before
+# it: the detector's cost per night stays flat however long the history grows. Changes
+# older than that keep the state they had when they left the window.
+HISTORY_DAYS = 60
 # A detection this many runs or fewer from a known change of the same direction is that
 # change: as a history grows, the detector may place a step one run either side.
 MATCH_RUNS = 2
@@ -85,18 +91,24 @@ def regression_id() -> F.Column:
 
 def regressions_table(points: DataFrame, previous: DataFrame, runs: DataFrame, now: datetime.datetime,
                       params: DetectorParams = DetectorParams(), fdr_q: float = FDR_Q,
-                      owners: Owners | None = None) -> DataFrame:
+                      owners: Owners | None = None, *, fixed: DataFrame | None = None,
+                      family_points: DataFrame | None = None) -> DataFrame:
     """perf.regressions from the series points, the table's previous state and perf.runs
     (for attribution); new rows are routed by `owners` (default: load_owners()).
-    Deterministic given its inputs and `now` (the time stamped on rows whose status is
-    new), so re-mining unchanged data changes nothing."""
+    `fixed`: earlier rows that are not re-examined but take part in their night's FDR
+    family; `family_points`: the points that define each night's family (default
+    `points`). Deterministic given its inputs and `now` (the time stamped on rows whose
+    status is new), so re-mining unchanged data changes nothing."""
     owners = owners or load_owners()
-    prev = (previous.select(*[c for c in ordered_columns(REGRESSIONS) if c not in _DERIVED])
-            .withColumn("metric", F.coalesce(F.col("metric"), F.lit("latency"))))  # rows from before schema v2
+    prev = _previous(previous)
     keys = ("series_key", "metric")
     candidates = (points.groupBy(*keys).cogroup(prev.groupBy(*keys))
                   .applyInPandas(_series_detector(pd.Timestamp(now), params, owners), _candidate_schema()))
-    family = (points.groupBy(F.col("dt").alias("change_dt"), "metric")
+    if fixed is not None:
+        names = _candidate_schema().names
+        candidates = candidates.unionByName(_previous(fixed).withColumn("is_new", F.lit(False)).select(*names))
+    family = ((family_points if family_points is not None else points)
+              .groupBy(F.col("dt").alias("change_dt"), "metric")
               .agg(F.countDistinct("series_key").alias("family_size")))
     with_q = (candidates.join(family, ["change_dt", "metric"], "left")
               .groupBy("change_dt", "metric").applyInPandas(_night_q, T.StructType(
@@ -113,18 +125,52 @@ def regressions_table(points: DataFrame, previous: DataFrame, runs: DataFrame, n
 
 
 def update_regressions(spark: SparkSession, lake: Lake, now: datetime.datetime | None = None,
-                       params: DetectorParams = DetectorParams(), owners: Owners | None = None) -> None:
-    """Recompute perf.regressions from the whole published history, keeping each known
-    regression's lifecycle, owner and due date (new ones are routed by `owners`,
-    default: the owners file)."""
+                       params: DetectorParams = DetectorParams(), owners: Owners | None = None, *,
+                       night: str | None = None, pools: list[str] | None = None) -> None:
+    """Bring perf.regressions up to date, keeping each known regression's lifecycle, owner
+    and due date (new ones are routed by `owners`, default: the owners file).
+
+    With `night` (what a night's mine does), only the series that night measured (in
+    `pools`, default all) are re-examined, over their runs of the HISTORY_DAYS days
+    before it and any after it; every other row is kept as it was (rows of that window
+    take part in their night's FDR family again). The work is proportional to the night,
+    not to the lake. Without `night`, every series is re-examined over its whole history."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     name = catalog.ensure_table(spark, lake, REGRESSIONS)
-    runs = spark.table(f"{DATABASE}.runs")
-    points = regression_points(spark.table(f"{DATABASE}.case_stats"), runs)
-    table = regressions_table(points, spark.table(name), runs, now, params, owners=owners)
+    runs, stats, previous = (spark.table(f"{DATABASE}.{t}") for t in ("runs", "case_stats", "regressions"))
+    if night is None:
+        points = regression_points(stats, runs)
+        table = regressions_table(points, previous, runs, now, params, owners=owners)
+    else:
+        start = window_start(night)
+        runs, stats = runs.where(F.col("dt") >= F.lit(start)), stats.where(F.col("dt") >= F.lit(start))
+        window = regression_points(stats, runs)
+        tonight = window.where(F.col("dt") == F.lit(night))
+        if pools:
+            tonight = tonight.where(F.col("pool").isin(pools))
+        touched = tonight.select("series_key").distinct()
+        # A change whose last good run is in the window can be measured again; older ones stay as they are.
+        inside = F.coalesce(F.col("last_good_dt") >= F.lit(start), F.col("change_dt") >= F.lit(start), F.lit(False))
+        recent = previous.where(inside)
+        table = (regressions_table(window.join(touched, "series_key", "left_semi"),
+                                   recent.join(touched, "series_key", "left_semi"), runs, now, params,
+                                   owners=owners, fixed=recent.join(touched, "series_key", "left_anti"),
+                                   family_points=window)
+                 .unionByName(previous.where(~inside).select(*ordered_columns(REGRESSIONS))))
     # The table is an input of its own new state; overwrite publishes a new snapshot
     # directory, so the plan reads the old files while it writes (catalog._publish_snapshot).
     catalog.overwrite(spark, lake, table, REGRESSIONS)
+
+
+def window_start(night: str) -> str:
+    """The first date a night's mine reads when it re-examines its series."""
+    return (datetime.date.fromisoformat(night) - datetime.timedelta(days=HISTORY_DAYS)).isoformat()
+
+
+def _previous(rows: DataFrame) -> DataFrame:
+    """Earlier rows without their derived columns (recomputed), metric filled in."""
+    return (rows.select(*[c for c in ordered_columns(REGRESSIONS) if c not in _DERIVED])
+            .withColumn("metric", F.coalesce(F.col("metric"), F.lit("latency"))))  # rows from before schema v2
 
 
 def provisional_cases(regressions: DataFrame, run_ids: list[str]) -> dict[str, list[str]]:
