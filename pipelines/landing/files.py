@@ -3,7 +3,7 @@
 A reader sees either no file or a complete one: each file is written under a temporary
 name beside its final path (a dot name, which readers skip), fsynced, then renamed over
 it. A retried shard's rename replaces its earlier file, so its rows are never counted
-twice. A shard's files land samples first and its run row last, under a per-shard lock,
+twice; it never replaces a later attempt, nor its own attempt with fewer rows (land_shard). A shard's files land samples first and its run row last, under a per-shard lock,
 so that two writers of one shard take turns and the shard ends as one writer's set
 (pipelines.mining.commit publishes a shard only once its run row has landed).
 """
