@@ -473,7 +473,7 @@ def test_any_sequence_of_uploads_leaves_one_best_complete_copy_of_each_shard(tmp
         return rows
 
     whole: list[tuple] = []  # (run_id, shard, attempt) of every upload whose files are whole
-    for step in range(30):
+    for step in range(24):
         rid, sh = rng.choice(shards)
         attempt = rng.choice([1, 1, 2, 3])
         d = tmp_path / "up" / f"s{step}" / rng.choice(["", "nested/deeper"]) / "out"
