@@ -51,8 +51,12 @@ report: setup
 pools: setup
 	$(VENV)/bin/perflake pools
 
+# `airflow standalone` starts its parts as `airflow` from PATH: put the venv first. The
+# API server (UI) listens on loopback only; PORT picks its port (default 8080).
 airflow: setup
-	$(VENV)/bin/airflow standalone
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" AIRFLOW__API__HOST=127.0.0.1 AIRFLOW__API__PORT=$(or $(PORT),8080) \
+	  AIRFLOW__CORE__EXECUTION_API_SERVER_URL=http://127.0.0.1:$(or $(PORT),8080)/execution/ \
+	  $(VENV)/bin/airflow standalone
 
 # The dashboard on http://127.0.0.1:$(PORT)/ (default 8080; loopback only, docs/web.md).
 .PHONY: web
