@@ -90,7 +90,9 @@ def test_a_hang_is_a_timeout_after_the_rule_timeout_plus_grace_and_the_child_is_
     out = measurer.measure(fault("hang"))
     waited = time.monotonic() - t0
     assert out.status == "timeout" and "child killed" in out.error
-    assert RULE.timeout_s + GRACE_S <= waited < RULE.timeout_s + GRACE_S + 5
+    # Never before the rule's timeout plus grace; the upper bound is loose, as a busy machine
+    # delays the kill and the restart, not the decision.
+    assert RULE.timeout_s + GRACE_S <= waited < RULE.timeout_s + GRACE_S + 30
     assert_measured(measurer.measure(NOOP))
     assert measurer.child_pid not in (None, pid)
 
