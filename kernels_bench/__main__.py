@@ -1,6 +1,7 @@
 """python -m kernels_bench list|run: the harness on a bare worker.
 
-  python -m kernels_bench list --suite gemm-demo
+  python -m kernels_bench list                       # every suite and its case count
+  python -m kernels_bench list --suite gemm-demo     # one suite's cases
   python -m kernels_bench run --suite gemm-demo --device cpu --shard 0/2 --out /tmp/shard0
   python -m kernels_bench run --suite llm-gemm --device sim:H100-SXM5-80GB --out /tmp/sim
 """
@@ -14,7 +15,7 @@ import uuid
 
 from kernels_bench.runner import ShardSpec, run_shard
 from kernels_bench.stopping import StoppingRule
-from kernels_bench.suite import SuiteError, load_suite
+from kernels_bench.suite import SUITES_DIR, SuiteError, load_suite
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -27,12 +28,34 @@ def _shard(text: str) -> tuple[int, int]:
     return i, n
 
 
+def list_suites(kernel: str | None = None, out=None) -> int:
+    """One line per suite of kernels_bench/suites: name, cases (skipped ones counted
+    apart), kernels. A suite that does not load is listed with its error (exit 2)."""
+    out = out or sys.stdout
+    status = 0
+    names = sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))
+    width = max(map(len, names), default=5)
+    for name in names:
+        try:
+            suite = load_suite(name).filter(kernel)
+        except SuiteError as e:
+            print(f"{name:<{width}}  error: {e}", file=out)
+            status = 2
+            continue
+        skipped = sum(pc.skip_reason is not None for pc in suite.cases)
+        kernels = sorted({pc.case.kernel for pc in suite.cases})
+        print(f"{name:<{width}}  {len(suite.cases):>4} cases" + (f" ({skipped} skipped)" if skipped else "")
+              + f"  {', '.join(kernels)}", file=out)
+    print(f"{len(names)} suites; `python -m kernels_bench list --suite NAME` lists one suite's cases", file=out)
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kernels_bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    ls = sub.add_parser("list", help="list a suite's cases and their count")
-    ls.add_argument("--suite", required=True)
+    ls = sub.add_parser("list", help="list the suites and their case counts, or one suite's cases")
+    ls.add_argument("--suite", help="list this suite's cases (default: every suite, one line each)")
     ls.add_argument("--kernel", help="glob over kernel names")
     run = sub.add_parser("run", help="measure one shard and write landing Parquet")
     run.add_argument("--suite", required=True)
@@ -55,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                      help='sim only: JSON list of {"match": {...}, "since": "YYYY-MM-DD", "factor": 1.05, '
                           '"jitter": 0.0, "reasons": ["nightly"]} (jitter and reasons optional)')
     args = ap.parse_args(argv)
+    if args.cmd == "list" and not args.suite:
+        return list_suites(args.kernel)
     try:
         case_ids = args.cases.split(",") if getattr(args, "cases", None) else None
         suite = load_suite(args.suite).filter(args.kernel, case_ids)

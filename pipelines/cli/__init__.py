@@ -20,10 +20,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipelines.cli import airflow, ingest, mine, regressions, report, sql, triage, web
+from pipelines.cli import airflow, info, ingest, mine, regressions, report, sql, triage, web
 
 # Each command group's module adds its sub-commands: one module per group.
-GROUPS = (sql, mine, airflow, ingest, regressions, triage, report, web)
+GROUPS = (sql, mine, airflow, ingest, regressions, triage, report, web, info)
 
 
 def build_parser() -> argparse.ArgumentParser:

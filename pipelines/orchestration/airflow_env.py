@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pipelines.config.lake import Lake
 
-DAGS_DIR = Path(__file__).resolve().parent.parent / "dags"
+DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
 
 
 def airflow_env(lake: Lake) -> dict[str, str]:
