@@ -321,6 +321,22 @@ def server_times(base: str, path: str, repeats: int) -> tuple[list[float], int]:
     return times, first.status_code
 
 
+def compare_first_views(base: str, info: dict, n: int) -> list[float]:
+    """Wall time of the first view of `n` different run pairs (compare caches a pair's result)."""
+    import httpx
+
+    last = datetime.date.fromisoformat(info["last_dt"])
+    times = []
+    with httpx.Client(base_url=base, timeout=300) as client:
+        for k in range(n):
+            a, b = (f"nightly-{last - datetime.timedelta(days=k + d)}-sim-h100-b" for d in (1, 0))
+            t = time.perf_counter()
+            r = client.get(f"/compare?a={a}&b={b}")
+            times.append((time.perf_counter() - t) * 1e3)
+            assert r.status_code == 200, (a, b, r.status_code)
+    return times
+
+
 def paint_times(base: str, paths: dict[str, str], browser_path: str, repeats: int) -> dict[str, dict]:
     from playwright.sync_api import sync_playwright
 
@@ -374,16 +390,23 @@ def main(argv=None) -> int:
         info["build_s"] = round(time.perf_counter() - t, 1)
         info_path.write_text(json.dumps(info))
         print(f"built {info['nights']} nights x {info['series']} series in {info['build_s']} s at {args.lake}")
-    server = serve(args.lake, args.port)
+    t = time.perf_counter()
+    server = serve(args.lake, args.port)  # loads the lake before it answers
+    info["load_s"] = round(time.perf_counter() - t, 1)
+    print(f"server up with the lake loaded in {info['load_s']} s")
     base = f"http://127.0.0.1:{args.port}"
     results = {}
     for name, path in pages(info).items():
         times, first = server_times(base, path, args.repeats)
         results[name] = {"path": path, "p50_ms": pct(times, 50), "p95_ms": pct(times, 95)}
+    first = compare_first_views(base, info, min(5, args.sample_nights - 1))
+    results["compare (two runs), first view"] = {"path": "/compare?a=...&b=... (5 new pairs)", "p50_ms": pct(first, 50),
+                                                 "p95_ms": pct(first, 95), "first_paint_ms": float("nan"),
+                                                 "charts_ready_ms": float("nan")}
     for name, figures in paint_times(base, pages(info), args.browser, args.paint_repeats).items():
         results[name].update(figures)
     server.should_exit = True
-    print(f"\n{platform.node()} {os.cpu_count()} cores, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
+    print(f"\nload {info['load_s']} s; {platform.node()} {os.cpu_count()} cores, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
           f"{info['nights']} nights, {info['series']} series, {info['pools']} pools")
     print(f"{'page':44} {'server p50':>11} {'p95':>8} {'first paint':>12} {'charts':>8}")
     for name, r in results.items():

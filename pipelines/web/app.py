@@ -35,6 +35,10 @@ TITLES = {400: "Bad request", 401: "Token required", 403: "Forbidden", 404: "Not
 def create_app(lake: Lake, token: str | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
+        try:  # load the lake before the first page asks (a year of nights takes seconds)
+            app.state.reader.cursor().close()
+        except Exception:  # a page will say what is wrong
+            log.exception("perflake web: loading the lake %s failed", lake.root)
         yield
         app.state.reader.close()
 

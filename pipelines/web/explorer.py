@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from pipelines.web import params
 from pipelines.web.reader import Reader
 from pipelines.web.render import page
-from pipelines.web.sql import SERIES_KEY, SHAPE
+from pipelines.web.sql import SHAPE
 
 router = APIRouter()
 PER_PAGE = 50
@@ -72,14 +72,10 @@ def sparklines(reader: Reader, rows: list[dict]) -> dict[str, list]:
     since = ((datetime.date.fromisoformat(newest) - datetime.timedelta(days=SPARK_WINDOW_DAYS)).isoformat()
              if newest else "0000-00-00")
     points = reader.frame(
-        f"SELECT series_key, dt, median_ns FROM (SELECT {SERIES_KEY} AS series_key, cs.dt, cs.median_ns, "
-        f"cs.run_id FROM perf.case_stats cs "
-        f"JOIN (SELECT DISTINCT run_id, hardware_fingerprint FROM perf.runs WHERE dt >= ?) r USING (run_id) "
-        f"WHERE cs.dt >= ? AND list_contains(?, cs.case_id) AND cs.status = 'ok' AND cs.median_ns IS NOT NULL) "
-        f"WHERE list_contains(?, series_key) "
-        f"QUALIFY row_number() OVER (PARTITION BY series_key ORDER BY dt DESC, run_id DESC) <= ? "
-        f"ORDER BY series_key, dt, run_id",
-        [since, since, sorted({r["case_id"] for r in rows}), [r["series_key"] for r in rows], SPARK_POINTS])
+        "SELECT series_key, dt, median_ns FROM perf.case_stats "
+        "WHERE dt >= ? AND list_contains(?, series_key) AND status = 'ok' AND median_ns IS NOT NULL "
+        "QUALIFY row_number() OVER (PARTITION BY series_key ORDER BY dt DESC, run_id DESC) <= ? "
+        "ORDER BY series_key, dt, run_id", [since, [r["series_key"] for r in rows], SPARK_POINTS])
     return {key: g[["dt", "median_ns"]].values.tolist() for key, g in points.groupby("series_key")}
 
 

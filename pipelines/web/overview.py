@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from pipelines.web import params
 from pipelines.web.reader import Reader
 from pipelines.web.render import page
-from pipelines.web.sql import LATEST_ATTEMPT, SERIES_KEY, night_filter
+from pipelines.web.sql import night_filter
 
 router = APIRouter()
 OPEN = ("provisional", "confirmed")
@@ -33,7 +33,7 @@ def coverage(reader: Reader, nights: list[dict]) -> list[dict]:
         f"count(*) FILTER (status = 'failed') AS failed, count(*) FILTER (status = 'skipped') AS skipped, "
         f"count(*) FILTER (status NOT IN ('ok', 'failed', 'skipped')) AS other, "
         f"count(*) FILTER (status = 'ok' AND NOT coalesce(stable, true)) AS unstable "
-        f"FROM ({LATEST_ATTEMPT.format(where=where)}) GROUP BY pool, dt ORDER BY dt DESC, pool", args)
+        f"FROM perf.case_stats WHERE {where} GROUP BY pool, dt ORDER BY dt DESC, pool", args)
     return rows
 
 
@@ -54,9 +54,8 @@ def unstable_cases(reader: Reader, nights: list[dict], limit: int = 20) -> list[
         return []
     where, args = night_filter(nights, "cs.")
     return reader.rows(
-        f"SELECT {SERIES_KEY} AS series_key, cs.pool, cs.dt, cs.kernel, cs.backend, cs.dtype, cs.gpu_sku, "
+        f"SELECT cs.series_key, cs.pool, cs.dt, cs.kernel, cs.backend, cs.dtype, cs.gpu_sku, "
         f"cs.rel_noise, cs.median_ns, cs.n, cs.n_kept FROM perf.case_stats cs "
-        f"LEFT JOIN (SELECT DISTINCT run_id, hardware_fingerprint FROM perf.runs) r USING (run_id) "
         f"WHERE ({where}) AND cs.status = 'ok' AND NOT coalesce(cs.stable, true) "
         f"ORDER BY cs.rel_noise DESC NULLS LAST LIMIT ?", [*args, limit])
 

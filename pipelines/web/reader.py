@@ -1,12 +1,22 @@
-"""The dashboard's read path: the published tables through one embedded DuckDB
-(pipelines.warehouse.duck), reopened when a publish changed what a reader sees.
+"""The dashboard's read path: the published tables through embedded DuckDB
+(pipelines.warehouse.duck), with the tables every page reads held in memory.
 
-Every query is the dashboard's own text; a value from a URL or a form travels as a bound
-`?` parameter, never inside the text. A DuckDB connection is not shared between threads:
-each query runs on a cursor of its own over the same in-memory views.
+A year of nights is thousands of Parquet files; a query over the file views spends most
+of its time opening them (0.4-1 s a query). So the reader copies the small and hot
+tables (runs, case_stats with each row's series key, series, cases, regressions,
+hardware, projections) into the in-memory database once, and points the `perf` views at
+the copies: pages answer in milliseconds and queries keep naming `perf.<table>`. Raw
+samples stay on the files (a page reads one night of one case, a few partitions).
+
+When a job publishes (a new partition directory, a new snapshot pointer, a rewritten
+recent night) the reader builds a fresh copy in the background and keeps answering from
+the old one until it is ready; a triage write of the app's own reloads perf.regressions
+at once. Every query is the app's own text; values are bound `?` parameters. A DuckDB
+connection is not shared between threads: each query runs on a cursor of its own.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -15,54 +25,109 @@ import pandas as pd
 from pipelines.config.lake import Lake
 from pipelines.warehouse import snapshots
 from pipelines.warehouse.duck import duckdb_connection, published_tables
+from pipelines.warehouse.session import DATABASE
 
-MAX_AGE_S = 30.0  # a rewritten partition of an existing night is seen after this at the latest
+log = logging.getLogger("perflake.web")
+RECENT_PARTITIONS = 3  # newest date partitions whose rewrite (a rerun, a re-mine) is noticed
+# The series key of a case_stats row `cs` joined with its run's hardware fingerprint `r`:
+# the same hash pipelines.mining.history.series_key computes on Spark.
+SERIES_KEY = ("substr(sha256(concat_ws('|', coalesce(cs.case_id, ''), coalesce(cs.gpu_sku, ''), "
+              "coalesce(r.hardware_fingerprint, ''), coalesce(cs.device_kind, ''))), 1, 16)")
+# Tables copied into memory, in order, each from the query that fills it.
+HOT = {
+    "runs": "SELECT * FROM perf.runs",
+    "case_stats": (f"SELECT cs.*, {SERIES_KEY} AS series_key FROM perf.case_stats cs LEFT JOIN "
+                   "(SELECT run_id, any_value(hardware_fingerprint) AS hardware_fingerprint FROM perf.runs "
+                   "GROUP BY run_id) r USING (run_id) "
+                   "QUALIFY row_number() OVER (PARTITION BY cs.run_id, cs.case_id ORDER BY cs.attempt DESC) = 1 "
+                   "ORDER BY series_key, dt"),
+    "series": "SELECT * FROM perf.series",
+    "cases": "SELECT * FROM perf.cases",
+    "regressions": "SELECT * FROM perf.regressions",
+    "hardware": "SELECT * FROM perf.hardware",
+    "projections": "SELECT * FROM perf.projections",
+}
 
 
 class Reader:
     """Read-only access to one lake's published tables for the web pages."""
 
-    def __init__(self, lake: Lake, max_age_s: float = MAX_AGE_S):
-        self.lake, self.max_age_s = lake, max_age_s
+    def __init__(self, lake: Lake):
+        self.lake = lake
         self._lock = threading.Lock()
         self._con = None
         self._tables: dict[str, list] = {}
         self._signature: tuple = ()
-        self._opened = 0.0
+        self._building: threading.Thread | None = None
 
-    def _current_signature(self) -> tuple:
-        """What changes when a job publishes: a new partition directory changes its table
-        directory's mtime; a new snapshot of an unpartitioned table changes its pointer."""
+    def signature(self) -> tuple:
+        """What changes when a job publishes: a table directory's mtime (a new partition),
+        a snapshot pointer, and the newest date partitions' mtimes (a rewritten night)."""
         out = []
         wh = self.lake.warehouse
         if wh.is_dir():
             for d in sorted(p for p in wh.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
                 pointer = d / snapshots.POINTER
-                out.append((d.name, d.stat().st_mtime_ns, pointer.read_text().strip() if pointer.exists() else ""))
+                recent = sorted((p for p in d.iterdir() if p.name.startswith("dt=")), reverse=True)
+                out.append((d.name, d.stat().st_mtime_ns, pointer.read_text().strip() if pointer.exists() else "",
+                            tuple(p.stat().st_mtime_ns for p in recent[:RECENT_PARTITIONS])))
         return tuple(out)
 
-    def cursor(self):
-        """A cursor over the current views (close it when done)."""
+    def _build(self, signature: tuple) -> None:
+        t0 = time.perf_counter()
+        tables = published_tables(self.lake)
+        con = duckdb_connection(self.lake)
+        con.execute("CREATE SCHEMA hot")
+        for name, fill in HOT.items():
+            if tables.get(name):
+                con.execute(f"CREATE TABLE hot.{name} AS {fill}")
+                con.execute(f"DROP VIEW {DATABASE}.{name}")
+                con.execute(f"CREATE VIEW {DATABASE}.{name} AS SELECT * FROM hot.{name}")
         with self._lock:
-            signature = self._current_signature()
-            stale = time.monotonic() - self._opened > self.max_age_s
-            if self._con is None or signature != self._signature or stale:
-                if self._con is not None:
-                    self._con.close()
-                self._tables = published_tables(self.lake)
-                self._con = duckdb_connection(self.lake)
-                self._signature, self._opened = signature, time.monotonic()
+            self._con, self._tables, self._signature = con, tables, signature
+        log.info("perflake web: lake %s loaded in %.1f s", self.lake.root, time.perf_counter() - t0)
+
+    def _rebuild_in_background(self, signature: tuple) -> None:
+        def run():
+            try:
+                self._build(signature)
+            except Exception:  # the old copy keeps serving; the next request tries again
+                log.exception("perflake web: reloading the lake failed")
+            finally:
+                self._building = None
+
+        self._building = threading.Thread(target=run, name="perflake-web-reload", daemon=True)
+        self._building.start()
+
+    def cursor(self):
+        """A cursor over the current copy (close it when done)."""
+        signature = self.signature()
+        if self._con is None:
+            with self._lock:
+                first = self._con is None
+            if first:
+                self._build(signature)
+        elif signature != self._signature and self._building is None:
+            self._rebuild_in_background(signature)
+        with self._lock:
             return self._con.cursor()
 
-    def refresh(self) -> None:
-        """Reopen on the next query (after a write of our own)."""
-        with self._lock:
-            self._opened = 0.0
-
     def cursor_signature(self) -> tuple:
-        """Identifies what the views show now: equal signatures, equal answers."""
+        """Identifies the copy pages read now: equal signatures, equal answers."""
         self.cursor().close()
-        return self._signature + (self._opened,)
+        return self._signature
+
+    def reload(self, table: str) -> None:
+        """Copy `table` afresh now (after a write of the app's own), other tables unchanged."""
+        files = published_tables(self.lake).get(table)
+        with self._lock:
+            if self._con is None or not files or table not in HOT:
+                return
+            listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+            self._con.execute(f"CREATE OR REPLACE TABLE hot.{table} AS SELECT * FROM read_parquet([{listed}], "
+                              f"hive_partitioning = false, union_by_name = true)")
+            self._con.execute(f"CREATE OR REPLACE VIEW {DATABASE}.{table} AS SELECT * FROM hot.{table}")
+            self._tables[table] = files
 
     def has(self, table: str) -> bool:
         """Whether perf.<table> holds data files."""
@@ -79,8 +144,7 @@ class Reader:
 
     def rows(self, query: str, params=()) -> list[dict]:
         """`frame` as a list of dicts with NaN and NaT turned into None (for templates and JSON)."""
-        df = self.frame(query, params)
-        return records(df)
+        return records(self.frame(query, params))
 
     def close(self) -> None:
         with self._lock:

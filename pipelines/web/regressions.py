@@ -79,6 +79,6 @@ def set_status(request: Request, regression_id: str, action: str, by: str = Form
         except ValueError as e:
             raise HTTPException(409, str(e)) from None
         finally:
-            request.app.state.reader.refresh()
+            request.app.state.reader.reload("regressions")
     return RedirectResponse(link(request, "/regressions", state=state, done=f"{action}:{regression_id}"),
                             status_code=303)

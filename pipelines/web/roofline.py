@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from pipelines.web import params
 from pipelines.web.reader import Reader
 from pipelines.web.render import page
-from pipelines.web.sql import LATEST_ATTEMPT, SERIES_KEY, SHAPE
+from pipelines.web.sql import SHAPE
 
 router = APIRouter()
 
@@ -49,13 +49,12 @@ def measured(reader: Reader, sku: str, as_of: str | None) -> tuple[str | None, l
                             [sku, as_of, as_of]).iloc[0].tolist()
     if night is None:
         return None, []
-    where = "dt = ? AND gpu_sku = ? AND status = 'ok' AND median_ns > 0"
     rows = reader.rows(
-        f"SELECT {SERIES_KEY} AS series_key, cs.kernel, cs.family, cs.backend, cs.dtype, {SHAPE} AS shape, "
+        f"SELECT cs.series_key, cs.kernel, cs.family, cs.backend, cs.dtype, {SHAPE} AS shape, "
         f"cs.pool, cs.flops_per_call, cs.bytes_per_call, cs.median_ns, cs.pct_of_peak, cs.device_kind "
-        f"FROM ({LATEST_ATTEMPT.format(where=where)}) cs LEFT JOIN perf.cases c USING (case_id) "
-        f"LEFT JOIN (SELECT DISTINCT run_id, hardware_fingerprint FROM perf.runs WHERE dt = ?) r USING (run_id) "
-        f"ORDER BY cs.kernel, cs.dtype, shape", [night, sku, night])
+        f"FROM perf.case_stats cs LEFT JOIN perf.cases c USING (case_id) "
+        f"WHERE cs.dt = ? AND cs.gpu_sku = ? AND cs.status = 'ok' AND cs.median_ns > 0 "
+        f"ORDER BY cs.kernel, cs.dtype, shape", [night, sku])
     for r in rows:
         flops, bytes_ = r["flops_per_call"] or 0.0, r["bytes_per_call"] or 0.0
         r["intensity"] = flops / bytes_ if bytes_ > 0 and flops > 0 else None

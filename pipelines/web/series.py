@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from pipelines.web import params
 from pipelines.web.reader import Reader
 from pipelines.web.render import page
-from pipelines.web.sql import LATEST_ATTEMPT, PROVENANCE
+from pipelines.web.sql import PROVENANCE
 
 router = APIRouter()
 MAX_SAMPLES = 20_000  # raw samples sent for one night's distribution
@@ -30,16 +30,15 @@ def series_row(reader: Reader, key: str) -> dict | None:
 
 def history(reader: Reader, s: dict) -> list[dict]:
     """One point per run of the series, oldest first, with the run's provenance."""
-    where = "case_id = ? AND gpu_sku IS NOT DISTINCT FROM ? AND device_kind IS NOT DISTINCT FROM ? AND status = 'ok'"
     prov = ", ".join(f"any_value({c}) AS {c}" for c in PROVENANCE)
     return reader.rows(
         f"SELECT cs.run_id, cs.dt, cs.pool, cs.median_ns, cs.median_ci_low_ns, cs.median_ci_high_ns, cs.p10_ns, "
         f"cs.p90_ns, cs.pct_of_peak, cs.energy_per_call_j, cs.stable, cs.n, cs.n_kept, cs.rel_noise, r.reason, "
         f"{', '.join('r.' + c for c in PROVENANCE)} "
-        f"FROM ({LATEST_ATTEMPT.format(where=where)}) cs JOIN (SELECT run_id, any_value(hardware_fingerprint) AS hw, "
-        f"min(started_at) AS started_at, any_value(reason) AS reason, {prov} FROM perf.runs GROUP BY run_id) r "
-        f"USING (run_id) WHERE r.hw IS NOT DISTINCT FROM ? AND cs.median_ns IS NOT NULL "
-        f"ORDER BY r.started_at, cs.run_id", [s["case_id"], s["gpu_sku"], s["device_kind"], s["hardware_fingerprint"]])
+        f"FROM perf.case_stats cs JOIN (SELECT run_id, min(started_at) AS started_at, any_value(reason) AS reason, "
+        f"{prov} FROM perf.runs GROUP BY run_id) r USING (run_id) "
+        f"WHERE cs.series_key = ? AND cs.status = 'ok' AND cs.median_ns IS NOT NULL "
+        f"ORDER BY r.started_at, cs.run_id", [s["series_key"]])
 
 
 def provenance_changes(points: list[dict]) -> list[dict]:

@@ -1,15 +1,7 @@
 """SQL fragments the pages share. Only the dashboard's own text goes into a query; the
-values (dates, pools, names) are `?` parameters listed beside each fragment."""
+values (dates, pools, names) are `?` parameters listed beside each fragment. perf.case_stats
+is the reader's copy (pipelines/web/reader.py): one row per run and case, with its series_key."""
 from __future__ import annotations
-
-# The series key of a case_stats row `cs` joined with its run's hardware fingerprint `r`:
-# the same hash pipelines.mining.history.series_key computes on Spark.
-SERIES_KEY = ("substr(sha256(concat_ws('|', coalesce(cs.case_id, ''), coalesce(cs.gpu_sku, ''), "
-              "coalesce(r.hardware_fingerprint, ''), coalesce(cs.device_kind, ''))), 1, 16)")
-
-# case_stats rows matching {where}, the latest attempt per run and case.
-LATEST_ATTEMPT = ("SELECT * FROM perf.case_stats WHERE {where} "
-                  "QUALIFY row_number() OVER (PARTITION BY run_id, case_id ORDER BY attempt DESC) = 1")
 
 # Run attributes whose change between two points of a series is marked on its history.
 PROVENANCE = ("driver_version", "cuda_version", "torch_version", "triton_version", "harness_commit")
