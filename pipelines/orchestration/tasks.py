@@ -38,13 +38,20 @@ def plan(info: dict, pool: str, rerun_of: dict | None = None) -> list[dict]:
     case_ids = (rerun_of.get("unstable") or {}).get(pool) or []
     if not case_ids:
         return []
-    from kernels_bench.stopping import StoppingRule
+    from kernels_bench.suite import load_suite
 
-    base = {**StoppingRule().__dict__, **(info["stopping"] or {})}
-    bigger = {**base, "min_samples": base["min_samples"] * RERUN_BUDGET, "min_time_s": base["min_time_s"] * RERUN_BUDGET,
-              "timeout_s": base["timeout_s"] * RERUN_BUDGET}
-    return plan_shards(run_id=pool_run_id(info["run_id"], pool, rerun=True), reason="rerun", stopping=bigger,
-                       case_ids=case_ids, **common)
+    # RERUN_BUDGET times the budget the first run had: its suite's rule with the run's
+    # overrides (not the harness default, whose 15 s timeout per case would be 45 s).
+    shards = []
+    for suite in info["suites"]:
+        base = {**load_suite(suite).stopping.__dict__, **(info["stopping"] or {})}
+        bigger = {**base, "min_samples": base["min_samples"] * RERUN_BUDGET,
+                  "min_time_s": base["min_time_s"] * RERUN_BUDGET, "timeout_s": base["timeout_s"] * RERUN_BUDGET}
+        shards += plan_shards(run_id=pool_run_id(info["run_id"], pool, rerun=True), reason="rerun", stopping=bigger,
+                              case_ids=case_ids, **{**common, "suites": [suite]})
+    for landing_shard, s in enumerate(shards):  # unique within the run, as plan_shards numbers them
+        s["landing_shard"] = landing_shard
+    return shards
 
 
 def run_shard(shard: dict, attempt: int, dag_run_id: str) -> dict:

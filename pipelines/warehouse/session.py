@@ -10,6 +10,8 @@ import sys
 from pipelines.config.lake import Lake
 
 DATABASE = "perf"
+# Spark's logging: its defaults less the metastore's repeated, harmless warnings.
+LOG4J2 = Path(__file__).with_name("log4j2.properties")
 
 
 def spark_conf(lake: Lake) -> dict[str, str]:
@@ -17,7 +19,8 @@ def spark_conf(lake: Lake) -> dict[str, str]:
     return {
         "spark.sql.warehouse.dir": str(lake.warehouse),
         "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={ms}/metastore_db;create=true",
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={ms} -Dderby.stream.error.file={ms}/derby.log",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={ms} -Dderby.stream.error.file={ms}/derby.log "
+                                         f"-Dlog4j2.configurationFile={LOG4J2}",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": os.environ.get("PERFLAKE_SHUFFLE_PARTITIONS", "8"),
