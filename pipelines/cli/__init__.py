@@ -1,7 +1,9 @@
 """The `perflake` command line.
 
 Examples:
-  perflake demo                                   # the nightly sweep on the embedded default
+  perflake demo                                   # the nightly sweep on the embedded default (-v: all logs)
+  perflake demo-history                           # weeks of SIMULATED nights on two GPU pools, mined
+  perflake info                                   # what the lake holds: nights, pools, GPUs, tables
   perflake sql "SELECT kernel, dtype, median_ns FROM perf.case_stats LIMIT 5"
   perflake sql --engine duckdb "SELECT count(*) FROM perf.samples"
   perflake sql-server start                       # JDBC/ODBC on 127.0.0.1:10000 (stop | status)
@@ -29,18 +31,44 @@ GROUPS = (sql, mine, airflow, ingest, regressions, triage, report, web, info)
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="perflake", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="show the logs of Airflow and Spark, and tracebacks of errors")
     sub = ap.add_subparsers(dest="cmd", required=True)
     for group in GROUPS:
         group.register(sub)
+    _verbose_everywhere(ap)
     return ap
 
 
+def _verbose_everywhere(parser: argparse.ArgumentParser) -> None:
+    """`-v` after any sub-command too (`perflake demo -v`), unless it defines its own."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in set(action.choices.values()):
+                if "-v" not in child._option_string_actions:
+                    child.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                                       help="show the logs of Airflow and Spark, and tracebacks of errors")
+                _verbose_everywhere(child)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run a command. A known failure (pipelines/cli/failures.py) prints one sentence
+    and exits 2; anything else is a bug and keeps its traceback. -v adds the traceback
+    to the sentence."""
+    from pipelines.cli.failures import known_failure
+
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, KeyError, FileNotFoundError) as e:
-        print(f"perflake {args.cmd}: error: {e}", file=sys.stderr)
+    except Exception as e:
+        message = known_failure(e)
+        if message is None:
+            raise
+        if getattr(args, "verbose", False):
+            import traceback
+
+            traceback.print_exc()
+        print(f"perflake {args.cmd}: error: {message}", file=sys.stderr)
         return 2
 
 

@@ -1,5 +1,6 @@
-"""`perflake demo` and `perflake pools`: the nightly sweep through Airflow on the embedded
-default, and the Airflow pools from the pool registry."""
+"""`perflake demo`, `perflake demo-history` and `perflake pools`: the nightly sweep through
+Airflow on the embedded default, weeks of simulated nights landed and mined, and the
+Airflow pools from the pool registry."""
 from __future__ import annotations
 
 from pipelines.config.lake import Lake
@@ -9,6 +10,10 @@ def register(sub) -> None:
     p = sub.add_parser("demo", help="run nightly_sweep on the embedded default and query the result")
     p.set_defaults(func=_cmd_demo)
 
+    p = sub.add_parser("demo-history", help="land and mine weeks of SIMULATED nights on two simulated GPU pools")
+    p.add_argument("--nights", type=int, default=None, help="how many nights (default 21)")
+    p.set_defaults(func=_cmd_demo_history)
+
     p = sub.add_parser("pools", help="create or update the Airflow pools from the pool registry")
     p.set_defaults(func=_cmd_pools)
 
@@ -16,7 +21,13 @@ def register(sub) -> None:
 def _cmd_demo(args) -> int:
     from pipelines.orchestration.demo import run_demo
 
-    return run_demo(lake=Lake.from_env())
+    return run_demo(lake=Lake.from_env(), verbose=args.verbose)
+
+
+def _cmd_demo_history(args) -> int:
+    from pipelines.orchestration.demo_history import NIGHTS, run_history
+
+    return run_history(Lake.from_env(), nights_count=args.nights or NIGHTS, verbose=args.verbose)
 
 
 def _cmd_pools(args) -> int:

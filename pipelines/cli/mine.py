@@ -19,7 +19,16 @@ def _cmd_mine(args) -> int:
     from pipelines.mining.quality import DataQualityError
     from pipelines.warehouse.session import get_spark
 
+    from jobs.mine import landed_files
+    from pipelines.config.lake import safe_date
+    from pipelines.config.pools import pool
+
     lake = Lake.from_env()
+    for name in args.pool or ():
+        pool(name)  # an unknown pool is a KeyError naming the known ones, before Spark starts
+    if not landed_files(lake, "runs", safe_date(args.date), args.pool):
+        raise FileNotFoundError(f"nothing landed for {args.date} (pools: {', '.join(args.pool or ['all'])}) under "
+                                f"{lake.landing}; run a sweep for that night first (make demo)")
     try:
         summary = mine(get_spark(lake), lake, args.date, args.pool or None)
     except DataQualityError as e:  # the pools that passed were published

@@ -62,6 +62,9 @@ def _cmd_web(args) -> int:
     token = access_token(args.token_file)
     check_binding(args.host, args.allow_remote, token)
     lake = Lake.from_env()
+    from pipelines.cli.failures import check_port_free
+
+    check_port_free(args.host, args.port, "choose another with --port N (make web PORT=N)")
     print(f"perflake web: lake {lake.root}; http://{args.host}:{args.port}/"
           f"{' (token required)' if token else ''} (Ctrl-C to stop)", flush=True)
     uvicorn.run(create_app(lake, token=token), host=args.host, port=args.port, log_level="warning")

@@ -52,6 +52,9 @@ def get_spark(lake: Lake, app: str = "perflake"):
             raise RuntimeError(f"a Spark session for lake {current} is already running in this process; "
                                f"cannot switch to {lake.warehouse}")
         return active
+    from pipelines.warehouse.preflight import check_spark_can_start
+
+    check_spark_can_start(lake)  # Java, the metastore's lock: a sentence, not a JVM trace
     # Python workers (pandas UDFs, e.g. change detection) run this interpreter, whose
     # environment has pandas and pyarrow, unless the deployment names another.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

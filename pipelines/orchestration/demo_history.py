@@ -1,0 +1,242 @@
+"""`make demo-history`: weeks of SIMULATED nights on two simulated GPU pools, landed and
+mined by the product's own paths, so that regressions, triage, comparisons, the report,
+projections and the dashboard have something real to show.
+
+Every number here comes from the simulated device (kernels_bench/sim.py: a roofline
+model with noise); runs say `device_kind = simulated` and the pools are `sim-h100` and
+`sim-h200`. Each night is measured by the harness (`kernels_bench.runner.run_shard` on
+`sim:<SKU>` with the night's `Injection`s), its run row carries the night's simulated
+software stack (torch, triton, driver), it lands with `land_shard` and is mined by
+`jobs.mine.mine` in one Spark session. The events, with known ground truth:
+
+- torch 2.12 -> 2.13 (night UPGRADE): bf16 GEMMs with k = 4096 get 12 % slower;
+- driver 560 -> 570 (night DRIVER): flash attention gets 10 % faster;
+- a flaky case: one fp32 GEMM on sim-h100 measures with 8 % extra noise every night;
+- failures: two cases fail on one night, and one night of sim-h100 never lands;
+- a new GPU: sim-h200 arrives at night ARRIVAL; perf.projections are made onto it from
+  the H100's history first, then its previous week is backfilled (reason `backfill`)
+  and the projections are scored against what it measured.
+"""
+from __future__ import annotations
+
+import datetime
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipelines.config.lake import Lake
+from pipelines.orchestration.console import Console, duration, log_path
+
+POOLS = {"sim-h100": "H100-SXM5-80GB", "sim-h200": "H200-SXM-141GB"}
+NIGHTS = 21
+UPGRADE, DRIVER, ARRIVAL, BACKFILL_NIGHTS = 8, 15, 14, 7
+FLAKY = {"kernel": "matmul", "dtype": "fp32", "m": "128", "n": "4096", "k": "4096"}
+FAILED_CASES = {("sim-h200", 17): 2}  # (pool, night) -> how many cases fail that night
+MISSING = {("sim-h100", 11)}  # (pool, night) whose shard never landed
+FAILURE = "simulated failure (demo-history): CUDA error: an illegal memory access was encountered"
+DAG_RUN = "demo_history__{dt}"
+
+
+@dataclass(frozen=True)
+class Software:
+    """The simulated software stack of a night, stamped in its run rows."""
+
+    torch_version: str
+    triton_version: str
+    driver_version: str
+    cuda_version: str = "12.8"
+
+
+def software(night: int) -> Software:
+    torch, triton = ("2.13.0", "3.5.0") if night >= UPGRADE else ("2.12.0", "3.4.0")
+    return Software(torch, triton, "570.86.10" if night >= DRIVER else "560.35.03")
+
+
+def injections(pool: str, dates: list[str]):
+    """The events as the simulated device's injections (sim.Injection), for `pool`."""
+    from kernels_bench.sim import Injection
+
+    out = [Injection({"kernel": "matmul", "dtype": "bf16", "k": "4096"}, since=dates[UPGRADE], factor=1.12),
+           Injection({"kernel": "sdpa", "backend": "sdpa-flash"}, since=dates[DRIVER], factor=0.90)]
+    if pool == "sim-h100":
+        out.append(Injection(FLAKY, since=dates[0], jitter=0.08))
+    return tuple(out)
+
+
+def history_suite():
+    """The cases of the history: LLM GEMMs (fp32, bf16, fp16; 128 and 2048 tokens) and
+    flash attention (bf16), from the product's suites."""
+    from kernels_bench.suite import Suite, load_suite
+
+    gemm = [pc for pc in load_suite("llm-gemm").cases if pc.skip_reason is None and pc.case.dtype in ("fp32", "bf16", "fp16")
+            and str(pc.case.p.get("m")) in ("128", "2048") and "batch" not in pc.case.p]
+    attention = [pc for pc in load_suite("attention").cases
+                 if pc.case.backend == "sdpa-flash" and pc.case.dtype == "bf16" and pc.case.p.get("q_len") != 1]
+    return Suite("demo-history", tuple(gemm + attention))
+
+
+def nights(n: int, end: datetime.date | None = None) -> list[str]:
+    """`n` consecutive dates ending the day before `end` (default: today, UTC)."""
+    end = end or datetime.datetime.now(datetime.timezone.utc).date()
+    return [(end - datetime.timedelta(days=n - i)).isoformat() for i in range(n)]
+
+
+def land_night(lake: Lake, suite, pool: str, night: int, dates: list[str], reason: str, staging: Path) -> dict:
+    """Measure `suite` on the pool's simulated GPU for night `night` and land it; returns
+    the landed row counts. Run row: the night's software, started at 02:00 UTC."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kernels_bench import provenance
+    from kernels_bench.runner import ShardSpec, run_shard
+    from kernels_bench.stopping import StoppingRule
+    from pipelines.landing.files import land_shard
+    from pipelines.sweep.ids import pool_run_id, sweep_run_id
+
+    dt = dates[night]
+    run_id = pool_run_id(sweep_run_id(DAG_RUN.format(dt=dt), dt), pool)
+    spec = ShardSpec(run_id=run_id, shard=0, num_shards=1, pool=pool, device=f"sim:{POOLS[pool]}", dt=dt,
+                     reason=reason, dag_run_id=DAG_RUN.format(dt=dt))
+    out = staging / run_id
+    rule = StoppingRule(min_samples=30, min_time_s=0.0, max_noise=0.01, timeout_s=1.0, max_samples=40)
+    paths = run_shard(suite, spec, out, rule=rule, injections=injections(pool, dates), progress=lambda _: None)
+    failing = FAILED_CASES.get((pool, night), 0)
+    if failing:
+        _fail_cases(paths, failing)
+    (row,) = pq.read_table(paths["runs"]).to_pylist()
+    start = datetime.datetime.fromisoformat(dt).replace(hour=2, minute=7 * list(POOLS).index(pool),
+                                                          tzinfo=datetime.timezone.utc)
+    row.update(software(night).__dict__, started_at=start, finished_at=start + datetime.timedelta(minutes=5))
+    if failing:
+        row.update(status="partial", cases_ok=row["cases_ok"] - failing)
+    row["software_fingerprint"] = provenance.fingerprint(row, provenance.SOFTWARE_KEYS)
+    pq.write_table(pa.Table.from_pylist([row], schema=pq.read_schema(paths["runs"])), paths["runs"])
+    counts = land_shard(out, lake, dt=dt, pool=pool, run_id=run_id, shard=0)
+    shutil.rmtree(out, ignore_errors=True)
+    return counts
+
+
+def _fail_cases(paths: dict, n: int) -> None:
+    """The first `n` GEMM cases of the shard failed: status failed with the error, no samples."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    results = pq.read_table(paths["case_results"])
+    rows = results.to_pylist()
+    failed = [r["case_id"] for r in rows if r["kernel"] == "matmul"][:n]
+    for r in rows:
+        if r["case_id"] in failed:
+            r.update(status="failed", error=FAILURE, stop_reason=None, n_samples=0, energy_per_call_j=None,
+                     avg_power_w=None)
+    pq.write_table(pa.Table.from_pylist(rows, schema=results.schema), paths["case_results"])
+    samples = pq.read_table(paths["samples"])
+    keep = pc.invert(pc.is_in(samples.column("case_id"), value_set=pa.array(failed)))
+    pq.write_table(samples.filter(keep), paths["samples"])
+
+
+def plan(n: int = NIGHTS) -> list[tuple[int, list[str], list[tuple[str, str]]]]:
+    """The history in the order it happens: nights before ARRIVAL on sim-h100 only; at
+    ARRIVAL the H200's previous BACKFILL_NIGHTS are backfilled; then both pools nightly."""
+    steps = []
+    for night in range(n):
+        if night == ARRIVAL:
+            for b in range(max(0, ARRIVAL - BACKFILL_NIGHTS), ARRIVAL):
+                steps.append((b, ["sim-h200"], [("sim-h200", "backfill")]))
+        pools = ["sim-h100"] + (["sim-h200"] if night >= ARRIVAL else [])
+        landings = [(p, "nightly") for p in pools if (p, night) not in MISSING]
+        steps.append((night, pools, landings))
+    return steps
+
+
+def run_history(lake: Lake, *, nights_count: int = NIGHTS, verbose: bool = False) -> int:
+    if nights_count <= DRIVER + 2:
+        raise ValueError(f"--nights must be at least {DRIVER + 3}: the events happen on nights {UPGRADE}, "
+                         f"{ARRIVAL} and {DRIVER}")
+    with Console(log_path(lake, "demo-history"), verbose) as out:
+        dates = nights(nights_count)
+        suite = history_suite()
+        steps = plan(nights_count)
+        out.say(f"perflake demo-history: {nights_count} SIMULATED nights ({dates[0]} .. {dates[-1]}) on pools "
+                f"sim-h100 and sim-h200 (simulated GPUs), {len(suite.cases)} cases per night; lake {lake.root}")
+        if not verbose:
+            out.say(f"  logs (Spark, mining): {out.path}  (perflake demo-history -v shows them here)")
+        out.say(f"  events: torch 2.13 on {dates[UPGRADE]} (bf16 GEMMs k=4096 +12 %), driver 570 on "
+                f"{dates[DRIVER]} (flash attention -10 %), a flaky fp32 GEMM, failures, "
+                f"sim-h200 arrives {dates[ARRIVAL]}")
+        from pipelines.warehouse.preflight import check_spark_can_start
+
+        check_spark_can_start(lake)
+        from jobs.mine import mine
+        from pipelines.warehouse.session import get_spark
+
+        spark = get_spark(lake, app="perflake-demo-history")
+        out.say(f"  Spark session up in {duration(out.elapsed())}")
+        staging = Path(tempfile.mkdtemp(prefix="demo-history-", dir=_tmp(lake)))
+        started, samples = time.monotonic(), 0
+        try:
+            for i, (night, pools, landings) in enumerate(steps, 1):
+                if night == ARRIVAL and pools == ["sim-h100", "sim-h200"] and not _projected(lake):
+                    _project_h200(lake, out)
+                for pool, reason in landings:
+                    samples += land_night(lake, suite, pool, night, dates, reason, staging)["samples"]
+                summary = mine(spark, lake, dates[night], pools)
+                took = time.monotonic() - started
+                left = took / i * (len(steps) - i)
+                kind = "backfill" if landings and landings[0][1] == "backfill" else "nightly"
+                out.say(f"  [{i:>2}/{len(steps)}] {dates[night]} {kind:<8} {'+'.join(pools):<17} "
+                        f"landed and mined: {summary.case_stats:>3} case stats ({duration(took)} elapsed, "
+                        f"~{duration(left)} left)")
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return _finish(lake, out, dates, spark, samples)
+
+
+def _tmp(lake: Lake) -> Path:
+    p = lake.root / "tmp"
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _projected(lake: Lake) -> bool:
+    return (lake.warehouse / "projections").is_dir()
+
+
+def _project_h200(lake: Lake, out: Console) -> None:
+    """Before the new GPU's data lands: project every case onto it from the H100."""
+    from pipelines.projection.roofline import project_job
+
+    project_job(lake, POOLS["sim-h200"], source=POOLS["sim-h100"], device_kind="simulated")
+    out.say(f"  sim-h200 arrives: projected onto {POOLS['sim-h200']} from the H100's history (perf.projections)")
+
+
+def _finish(lake: Lake, out: Console, dates: list[str], spark, samples: int) -> int:
+    from pipelines.projection.roofline import rescore_measured
+    from pipelines.report.nightly import build_nightly
+
+    scored = rescore_measured(lake, dates[-1], ["sim-h200"], spark=spark)
+    report = build_nightly(lake, dates[-1])
+    rows = spark.sql("SELECT status, count(*) AS n FROM perf.regressions WHERE pool LIKE 'sim-%' "
+                     "GROUP BY status ORDER BY status").collect()
+    changes = ", ".join(f"{r.n} {r.status}" for r in rows) or "none"
+    run_a = _run_id(dates[UPGRADE - 1], "sim-h100")
+    run_b = _run_id(dates[UPGRADE], "sim-h100")
+    out.say(f"done in {duration(out.elapsed())}: {samples:,} SIMULATED samples; changes found: {changes}; "
+            f"projections scored: {scored}")
+    out.say("next (all on the simulated history):")
+    out.say("  perflake regressions                 changes pooled by cause (torch upgrade, driver change)")
+    out.say("  perflake triage list                 the regressions to triage, by owner")
+    out.say(f"  perflake compare {run_a} {run_b}")
+    out.say("  perflake report compare --torch-a 2.12.0 --torch-b 2.13.0")
+    out.say(f"  perflake project --target B200-SXM-180GB --source {POOLS['sim-h100']} --device-kind simulated")
+    out.say(f"  report:  {report}")
+    out.say("  make web                             the dashboard on http://127.0.0.1:8080/ (series, triage, compare)")
+    return 0
+
+
+def _run_id(dt: str, pool: str) -> str:
+    from pipelines.sweep.ids import pool_run_id, sweep_run_id
+
+    return pool_run_id(sweep_run_id(DAG_RUN.format(dt=dt), dt), pool)
