@@ -11,7 +11,7 @@ export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN ?= sqlite:///$(AIRFLOW_HOME)/airflow.
 .PHONY: setup demo test test-fast sql sql-server sql-server-stop report pools airflow lock clean help
 
 help:
-	@echo "make demo | make test | make sql Q='SELECT ...' | make sql-server | make sql-server-stop | make report | make pools | make airflow"
+	@echo "make demo | make demo-history | make test | make sql Q='SELECT ...' | make sql-server | make sql-server-stop | make report | make pools | make airflow"
 
 # The venv is built from the lock (constraints.txt) once; the stamp marks it complete.
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -22,8 +22,16 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 setup: $(VENV)/.installed
 
+# One night of the real nightly_sweep DAG on this CPU; V=1 shows every log line.
 demo: setup
-	$(VENV)/bin/perflake demo
+	$(VENV)/bin/perflake demo $(if $(V),-v)
+
+# Weeks of SIMULATED nights on the simulated GPU pools sim-h100 and sim-h200 (a torch
+# upgrade, a driver change, a flaky case, failures, a new GPU backfilled), landed and
+# mined: regressions, triage, compare, report, project and `make web` show them.
+.PHONY: demo-history
+demo-history: setup
+	$(VENV)/bin/perflake demo-history $(if $(NIGHTS),--nights $(NIGHTS)) $(if $(V),-v)
 
 test: setup
 	$(PY) -m pytest tests
