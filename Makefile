@@ -20,7 +20,13 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e .
 	touch $@
 
-setup: $(VENV)/.installed
+# The SQL gate (pipelines/query/gate: Spark extension, JDBC authentication, audit) is
+# compiled from source with javac against pyspark's own jars; nothing is downloaded.
+GATE_JAR := pipelines/query/gate/build/perflake-gate.jar
+$(GATE_JAR): $(VENV)/.installed $(wildcard pipelines/query/gate/src/perflake/gate/*.java) pipelines/query/gate/__init__.py
+	$(PY) -m pipelines.query.gate
+
+setup: $(VENV)/.installed $(GATE_JAR)
 
 # One night of the real nightly_sweep DAG on this CPU; V=1 shows every log line.
 demo: setup

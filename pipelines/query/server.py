@@ -1,10 +1,21 @@
 """The Spark Thrift Server (HiveServer2 protocol: JDBC, ODBC, beeline, BI tools) over
 the lake's catalog, run as a detached process with a pid file and a log under
-`<lake>/run/`.
+`<lake>/run/`, and its users, audit log and scheduler pools under
+`<lake>/services/sql-server/`.
 
 pip's pyspark ships no sbin/start-thriftserver.sh; the server is started the way that
 script does it, `spark-submit --class ...HiveThriftServer2 spark-internal`, with the
-same configuration as `pipelines.warehouse.session.spark_conf(lake)`.
+same configuration as `pipelines.warehouse.session.spark_conf(lake)`, read from a
+properties file (never from the command line, which `ps` shows to everyone).
+
+The server is read-only for its users and bounded (docs/security.md):
+- the gate (`pipelines/query/gate`, a Spark session extension inside the server's JVM)
+  refuses every statement that is not a read-only query over the tables of `perf`;
+- every statement has a timeout (`query_timeout_s`) and at most `max_rows` result rows,
+  and runs in the FAIR scheduler pool `adhoc`;
+- with users in the password file (`perflake sql-server add-user NAME`) it requires a
+  user name and password (HiveServer2 CUSTOM authentication); without, it accepts anyone
+  and so listens on loopback only. The audit log names the user of every statement.
 
 The embedded Derby metastore admits ONE process at a time: while the server runs, no
 other process can open a Spark session on the same lake (`perflake mine`, `perflake sql`
@@ -12,32 +23,40 @@ on the Spark engine), and the server cannot start while one is open. Query throu
 server meanwhile, or use `--engine duckdb`, which reads the files and not the metastore.
 A shared metastore database (`spark.hadoop.javax.jdo.option.ConnectionURL` pointing at
 PostgreSQL or MySQL, or a Hive metastore service) lifts the limit.
-
-The server is NOT read-only and has no authentication: whoever reaches the port can run
-any SQL, DDL included. It binds to the loopback interface unless told otherwise.
 """
 from __future__ import annotations
 
+import base64
 import csv
+import hashlib
+import hmac
 import io
 import json
 import os
 import re
+import secrets
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.config import processes
-from pipelines.config.lake import Lake
+from pipelines.config.lake import Lake, safe_name
+from pipelines.query import gate
 from pipelines.warehouse.session import spark_conf, spark_home
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 10000
 MAIN_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+QUERY_TIMEOUT_S = 300
+MAX_ROWS = 100_000
+POOL = "adhoc"
+HASH_ITERATIONS = 200_000
 
 
 @dataclass(frozen=True)
@@ -65,31 +84,112 @@ def log_file(lake: Lake) -> Path:
     return run_dir(lake) / "sql-server.log"
 
 
-def server_command(lake: Lake, host: str, port: int) -> list[str]:
-    """The spark-submit command line that runs the server on `host:port` over `lake`."""
+def service_dir(lake: Lake) -> Path:
+    """The server's own files: users (password hashes), audit log, scheduler pools."""
+    return lake.root / "services" / "sql-server"
+
+
+def password_file(lake: Lake) -> Path:
+    return service_dir(lake) / "passwd"
+
+
+def audit_log(lake: Lake) -> Path:
+    return service_dir(lake) / "audit.log"
+
+
+def pools_file(lake: Lake) -> Path:
+    return service_dir(lake) / "fairscheduler.xml"
+
+
+def properties_file(lake: Lake) -> Path:
+    return run_dir(lake) / "sql-server.properties"
+
+
+def server_conf(lake: Lake, *, query_timeout_s: int = QUERY_TIMEOUT_S, max_rows: int = MAX_ROWS,
+                auth: bool = False) -> dict[str, str]:
+    """The server's Spark configuration: the lake's (`spark_conf`), the gate, the bounds on
+    every statement, the ad-hoc scheduler pool and the audit listener."""
+    conf = {"spark.sql.catalogImplementation": "hive", **spark_conf(lake), **gate.session_conf()}
+    java_options = [conf.get("spark.driver.extraJavaOptions", ""), f"-Dperflake.audit.log={audit_log(lake)}"]
+    if auth:
+        java_options.append(f"-D{'perflake.auth.passwd.file'}={password_file(lake)}")
+    conf.update({
+        "spark.driver.extraJavaOptions": " ".join(o for o in java_options if o),
+        "spark.extraListeners": gate.AUDIT_LISTENER,
+        "spark.perflake.gate.maxRows": str(int(max_rows)),
+        "spark.sql.thriftServer.queryTimeout": f"{int(query_timeout_s)}s",
+        # Ad-hoc statements share the service's cores fairly among themselves and with
+        # other pools, instead of queueing behind one heavy statement (FIFO).
+        "spark.scheduler.mode": "FAIR",
+        "spark.scheduler.allocation.file": str(pools_file(lake)),
+        "spark.sql.thriftserver.scheduler.pool": POOL,
+        # A task that runs out of memory fails its statement, not the whole service.
+        "spark.executor.killOnFatalError.depth": "0",
+    })
+    return conf
+
+
+def server_command(lake: Lake, host: str, port: int, *, auth: bool = False) -> list[str]:
+    """The spark-submit command line that runs the server on `host:port` over `lake`; its
+    configuration is in `properties_file(lake)` (written by `start`), not on the line."""
     cmd = [str(spark_home() / "bin" / "spark-submit"), "--class", MAIN_CLASS,
            "--name", "perflake-sql-server", "--master", os.environ.get("PERFLAKE_SPARK_MASTER", "local[2]"),
-           "--conf", "spark.sql.catalogImplementation=hive"]
-    for k, v in spark_conf(lake).items():
-        cmd += ["--conf", f"{k}={v}"]
-    return cmd + ["spark-internal", "--hiveconf", f"hive.server2.thrift.bind.host={host}",
-                  "--hiveconf", f"hive.server2.thrift.port={port}"]
+           "--properties-file", str(properties_file(lake)), "spark-internal",
+           "--hiveconf", f"hive.server2.thrift.bind.host={host}", "--hiveconf", f"hive.server2.thrift.port={port}",
+           "--hiveconf", f"hive.server2.authentication={'CUSTOM' if auth else 'NONE'}"]
+    if auth:
+        cmd += ["--hiveconf", f"hive.server2.custom.authentication.class={gate.AUTHENTICATOR}"]
+    return cmd
+
+
+def _write_pools(lake: Lake) -> None:
+    pools_file(lake).write_text(f"""<?xml version="1.0"?>
+<!-- perflake sql-server: ad-hoc statements run in pool {POOL}; a job sharing this Spark
+     application (pool "pipeline") gets twice the share and at least one core. -->
+<allocations>
+  <pool name="{POOL}"><schedulingMode>FAIR</schedulingMode><weight>1</weight><minShare>0</minShare></pool>
+  <pool name="pipeline"><schedulingMode>FAIR</schedulingMode><weight>2</weight><minShare>1</minShare></pool>
+</allocations>
+""")
+
+
+def _write_properties(lake: Lake, conf: dict[str, str]) -> None:
+    path = properties_file(lake)
+    tmp = path.with_suffix(".partial")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "w") as f:
+        for k, v in conf.items():
+            f.write(f"{k}={_property(v)}\n")
+    tmp.replace(path)
+
+
+def _property(value: str) -> str:
+    """A value in java.util.Properties syntax (backslashes and line breaks escaped)."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
 
 
 def start(lake: Lake, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, timeout_s: float = 120.0,
-          allow_remote: bool = False) -> ServerStatus:
+          query_timeout_s: int = QUERY_TIMEOUT_S, max_rows: int = MAX_ROWS) -> ServerStatus:
     """Start the server detached and return once it accepts connections on host:port.
-    Raises RuntimeError (with the log's tail) if it exits or does not listen in time;
-    the half-started process is stopped first."""
-    if host not in _LOOPBACK and not allow_remote:
-        raise ValueError(f"host {host!r} is not loopback: the server has no authentication and accepts any SQL; "
-                         f"pass allow_remote=True (--allow-remote) only on a trusted network")
+    With users in `password_file(lake)` it authenticates every connection; without, it
+    may listen on loopback only (ValueError otherwise). Raises RuntimeError (with the
+    log's tail) if it exits or does not listen in time; the half-started process is
+    stopped first."""
+    auth = bool(users(lake))
+    if host not in _LOOPBACK and not auth:
+        raise ValueError(f"host {host!r} is not loopback and the server has no users to authenticate: add one with "
+                         f"`perflake sql-server add-user NAME` first (an unauthenticated port lets anyone who reaches "
+                         f"it query the lake)")
     current = status(lake)
     if current.running:
         raise RuntimeError(f"a SQL server already runs for this lake (pid {current.pid}, {current.url}); "
                            f"stop it first with `perflake sql-server stop`")
     if _accepts(host, port):
         raise RuntimeError(f"port {port} on {host} is already in use by another program; choose another --port")
+    service_dir(lake).mkdir(parents=True, exist_ok=True)
+    run_dir(lake).mkdir(parents=True, exist_ok=True)
+    _write_pools(lake)
+    _write_properties(lake, server_conf(lake, query_timeout_s=query_timeout_s, max_rows=max_rows, auth=auth))
     run_dir(lake).mkdir(parents=True, exist_ok=True)
     lake.metastore.mkdir(parents=True, exist_ok=True)
     log = log_file(lake)
@@ -99,7 +199,7 @@ def start(lake: Lake, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, tim
         out.flush()
         # A session of its own, so that stop() can end the JVM and any child by group.
         # The working directory is the lake, so stray Derby or Spark files land there.
-        proc = subprocess.Popen(server_command(lake, host, port), stdin=subprocess.DEVNULL, stdout=out,
+        proc = subprocess.Popen(server_command(lake, host, port, auth=auth), stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, cwd=lake.root, start_new_session=True)
     pid_file(lake).write_text(json.dumps({"pid": proc.pid, "host": host, "port": port}))
     deadline = time.monotonic() + timeout_s
@@ -149,15 +249,116 @@ def status(lake: Lake) -> ServerStatus:
     return ServerStatus(running, pid if running else None, host, port, log_file(lake))
 
 
+# --- users ---------------------------------------------------------------------------
+
+def hash_password(password: str, *, salt: bytes | None = None, iterations: int = HASH_ITERATIONS) -> str:
+    """The stored form of a password: PBKDF2-HMAC-SHA256 with a random 16-byte salt, as
+    perflake.gate.PasswordFile checks it."""
+    salt = salt if salt is not None else secrets.token_bytes(16)
+    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations, dklen=32)
+    return f"pbkdf2_sha256:{iterations}:{base64.b64encode(salt).decode()}:{base64.b64encode(digest).decode()}"
+
+
+def users(lake: Lake) -> list[str]:
+    """The user names in the server's password file (none: no authentication)."""
+    try:
+        lines = password_file(lake).read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    return [ln.split(":", 1)[0] for ln in lines if ln.count(":") == 4]
+
+
+def add_user(lake: Lake, name: str, password: str) -> None:
+    """Add `name` (or change its password). The file holds salted hashes only and is
+    readable by its owner only; a running server sees the change at the next login."""
+    safe_name(name, "user name")
+    if len(password) < 8:
+        raise ValueError("the password is shorter than 8 characters; choose a longer one")
+    kept = [ln for ln in _password_lines(lake) if ln.split(":", 1)[0] != name]
+    _write_password_lines(lake, kept + [f"{name}:{hash_password(password)}"])
+
+
+def remove_user(lake: Lake, name: str) -> bool:
+    """Remove `name`; False if there was no such user."""
+    lines = _password_lines(lake)
+    kept = [ln for ln in lines if ln.split(":", 1)[0] != name]
+    if len(kept) == len(lines):
+        return False
+    _write_password_lines(lake, kept)
+    return True
+
+
+def check_password(lake: Lake, name: str, password: str) -> bool:
+    """Whether the password file accepts `name` with `password` (as the server would)."""
+    for line in _password_lines(lake):
+        user, scheme, iterations, salt, digest = (line.split(":") + [""] * 5)[:5]
+        if user == name and scheme == "pbkdf2_sha256":
+            stored = f"{scheme}:{iterations}:{salt}:{digest}"
+            return hmac.compare_digest(hash_password(password, salt=base64.b64decode(salt),
+                                                     iterations=int(iterations)), stored)
+    return False
+
+
+def _password_lines(lake: Lake) -> list[str]:
+    try:
+        return [ln for ln in password_file(lake).read_text().splitlines() if ln.count(":") == 4]
+    except FileNotFoundError:
+        return []
+
+
+def _write_password_lines(lake: Lake, lines: list[str]) -> None:
+    path = password_file(lake)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".partial")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("".join(ln + "\n" for ln in lines))
+    tmp.replace(path)
+
+
+# --- clients -------------------------------------------------------------------------
+
+def query_via_jdbc(statements: list[str], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
+                   user: str | None = None, password: str | None = None, timeout_s: float = 300.0,
+                   max_rows: int = 1000) -> list[dict]:
+    """Send each statement, exactly as written, over one JDBC connection (Hive's own
+    driver, through perflake.gate.SqlClient) and return one result per statement:
+    {"ok": True, "columns": [...], "rows": [[str | None, ...], ...]} or
+    {"ok": False, "error": "..."}. The password travels in a private temporary file,
+    never on a command line. Raises RuntimeError if the client itself fails."""
+    java = shutil.which("java") or str(Path(os.environ.get("JAVA_HOME", "/usr")) / "bin" / "java")
+    url = f"jdbc:hive2://{_connect_host(host)}:{port}/default"
+    with tempfile.TemporaryDirectory(prefix="perflake-jdbc-") as tmp:
+        secret = ""
+        if password is not None:
+            secret = str(Path(tmp) / "password")
+            fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(password)
+        cmd = [java, "-Xmx512m", "-cp", f"{spark_home() / 'jars'}/*:{gate.gate_jar()}", gate.CLIENT, url,
+               user or os.environ.get("USER", "perflake"), secret, str(int(max_rows))]
+        lines = "".join(base64.b64encode(s.encode()).decode() + "\n" for s in statements)
+        proc = subprocess.run(cmd, input=lines, capture_output=True, text=True, timeout=timeout_s)
+    results = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if len(results) != len(statements):
+        raise RuntimeError(f"the JDBC client answered {len(results)} of {len(statements)} statements "
+                           f"(exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    return results
+
+
 def query_via_beeline(sql: str, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
-                      timeout_s: float = 120.0) -> tuple[list[str], list[list[str]]]:
+                      timeout_s: float = 120.0, user: str | None = None,
+                      password_file: Path | None = None) -> tuple[list[str], list[list[str]]]:
     """Run `sql` with pyspark's beeline and return its output as (header, rows of
     strings); ([], []) when it printed nothing. Meant for one query per call: the
-    outputs of several statements run together. Raises RuntimeError with beeline's
-    output when a statement fails."""
+    outputs of several statements run together. The password, if any, is read by
+    beeline from `password_file` (-w), never passed on the command line. Raises
+    RuntimeError with beeline's output when a statement fails."""
     cmd = [str(spark_home() / "bin" / "beeline"), "-u", f"jdbc:hive2://{_connect_host(host)}:{port}",
-           "-n", os.environ.get("USER", "perflake"), "--silent=true", "--showHeader=true",
+           "-n", user or os.environ.get("USER", "perflake"), "--silent=true", "--showHeader=true",
            "--outputformat=csv2", "-e", sql]
+    if password_file is not None:
+        cmd[5:5] = ["-w", str(password_file)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
     # beeline can exit 0 after a failed statement in -e mode; its error lines say so.
     if proc.returncode != 0 or "Error:" in proc.stderr or "Error:" in proc.stdout:

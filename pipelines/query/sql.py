@@ -3,19 +3,23 @@
 The same query text runs on both engines as long as it names tables `perf.<table>` and
 uses functions both dialects share (see docs/queries.md):
 
-- Spark uses the process's session (`pipelines.warehouse.session.get_spark`) and the Hive catalog.
+- Spark runs behind the gate (`pipelines/query/gate`, docs/security.md): in a process of
+  its own (`perflake sql`) the session is created with the gate's extension, which
+  judges every parsed and analyzed plan inside the JVM; a process that already has its
+  own Spark session (a job, the tests) uses it as it is.
 - DuckDB opens an in-memory database with one view per table found under
   `<lake>/warehouse/<table>/`, over the files Spark would read: the partitions of a
   partitioned table (Hive layout), the live snapshot of an unpartitioned one
   (pipelines/warehouse/snapshots.py), never a write in progress. The partition columns (`dt`,
-  `pool`, ...) are strings, as they are in Spark.
+  `pool`, ...) are strings, as they are in Spark. DuckDB's own parser must read the
+  text as one SELECT or EXPLAIN, and the connection cannot reach files outside the
+  warehouse, load extensions or change its configuration.
 
-Read-only is enforced twice: `check_read_only` accepts one SELECT, WITH, SHOW, DESCRIBE
-or EXPLAIN statement and rejects any statement separator or write keyword outside
-string literals and comments; and DuckDB runs with file access limited to the
-warehouse, extension loading off and its configuration locked. DuckDB still needs
-file access to read the views, so COPY ... TO inside the warehouse is kept out by the
-guard, not by DuckDB.
+`check_read_only` is a friendly pre-check on the text (one SELECT, WITH, SHOW, DESCRIBE
+or EXPLAIN statement, no write keyword outside literals and comments) that answers the
+common mistakes before an engine starts; it is not the security boundary, the gate and
+DuckDB's lockdown are. Every refusal is a ReadOnlyError and every other failure of a
+query a QueryError, each one sentence.
 """
 from __future__ import annotations
 
@@ -49,7 +53,33 @@ _SCRIPT_TRANSFORM = re.compile(r"\bUSING\s*['\"]", re.IGNORECASE)
 
 
 class ReadOnlyError(ValueError):
-    """The query is not a single read-only statement."""
+    """The query is not a single read-only statement (refused, one sentence)."""
+
+
+class QueryError(ValueError):
+    """The engine could not run the query (syntax, unknown table or column, ...): the
+    engine's message in one line; the original exception is chained."""
+
+
+REFUSAL_PREFIX = "perflake refused this statement: "
+_REFUSAL = re.compile(re.escape(REFUSAL_PREFIX) + r".*?\.(?=;|\s*$|\n)", re.DOTALL)
+
+
+def refusal_in(message: str) -> str | None:
+    """The gate's one-sentence refusal inside an engine's or a driver's error message
+    (which may wrap it in a class name, a plan or a stack trace); None if there is none."""
+    m = _REFUSAL.search(message or "")
+    return m.group(0) if m else None
+
+
+def error_summary(message: str) -> str:
+    """An engine's error message as one line: its first non-empty line, without a JVM
+    class-name prefix."""
+    for line in (message or "").splitlines():
+        line = line.strip()
+        if line:
+            return re.sub(r"^(?:[\w$]+\.)+[\w$]*(?:Exception|Error): ", "", line)
+    return "(no message)"
 
 
 def run_query(query: str, engine: str = "spark", lake: Lake | None = None, *,
@@ -150,15 +180,60 @@ def _run_spark(statement: str, lake: Lake, limit: int) -> tuple[list[str], list[
     from pyspark.sql import SparkSession
     from pyspark.sql import types as T
 
-    if SparkSession.getActiveSession() is None:
+    spark = SparkSession.getActiveSession()
+    if spark is None:
         _refuse_if_server_holds_metastore(lake)
-    from pipelines.warehouse.session import get_spark
+        spark = gated_session(lake)
+    else:
+        from pipelines.warehouse.session import get_spark
 
-    df = get_spark(lake).sql(statement)
-    # Spark hands an instant (TimestampType) back as naive local time; make it aware UTC.
-    instant = [isinstance(f.dataType, T.TimestampType) for f in df.schema.fields]
-    rows = df.limit(limit).collect()
+        spark = get_spark(lake)  # the process's own session (a job, a test): checks it is this lake's
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    try:
+        df = spark.sql(statement)
+        # Spark hands an instant (TimestampType) back as naive local time; make it aware UTC.
+        instant = [isinstance(f.dataType, T.TimestampType) for f in df.schema.fields]
+        rows = df.limit(limit).collect()
+    except (PySparkException, Py4JError) as e:
+        raise _spark_error(e) from e
     return list(df.columns), [tuple(_utc(v) if ts else _plain(v) for ts, v in zip(instant, r)) for r in rows]
+
+
+def _spark_error(e: Exception) -> ValueError:
+    message = str(e)
+    java = getattr(e, "java_exception", None)
+    if java is not None:
+        try:
+            message = java.toString()
+        except Exception:  # the JVM is gone: keep the Python side's text
+            pass
+    refusal = refusal_in(message)
+    if refusal:
+        return ReadOnlyError(refusal)
+    return QueryError(f"Spark could not run the query: {error_summary(message)}")
+
+
+def gated_session(lake: Lake):
+    """A new Spark session for `lake` behind the gate (perflake.gate.Extension judges every
+    statement inside the JVM, docs/security.md): the session `perflake sql` runs on."""
+    import os
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    from pipelines.query.gate import session_conf
+    from pipelines.warehouse.session import spark_conf
+
+    lake.metastore.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("perflake-sql").master(os.environ.get("PERFLAKE_SPARK_MASTER", "local[2]"))
+    for k, v in {**spark_conf(lake), **session_conf()}.items():
+        builder = builder.config(k, v)
+    spark = builder.enableHiveSupport().getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
 
 def _utc(v):
@@ -196,11 +271,17 @@ def _run_duckdb(statement: str, lake: Lake, limit: int) -> tuple[list[str], list
         parsed = con.extract_statements(statement)
         allowed = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
         if len(parsed) != 1 or parsed[0].type not in allowed:
-            raise ReadOnlyError(f"DuckDB reads this as {[str(s.type) for s in parsed]}, not one read-only "
-                                f"statement; the ad-hoc SQL path is read-only")
+            kinds = ", ".join(str(s.type).split(".")[-1] for s in parsed) or "nothing"
+            raise ReadOnlyError(f"DuckDB reads this as {kinds}, not one SELECT; the ad-hoc SQL path is read-only "
+                                f"and runs one query at a time")
         cur = con.execute(statement)
         columns = [d[0] for d in cur.description]
         rows = cur.fetchmany(limit)
+    except duckdb.PermissionException as e:
+        raise ReadOnlyError(f"DuckDB refused it ({error_summary(str(e))}); the ad-hoc SQL path reads only the "
+                            f"tables of perf, with no file access, extensions or settings") from e
+    except duckdb.Error as e:
+        raise QueryError(f"DuckDB could not run the query: {error_summary(str(e))}") from e
     finally:
         con.close()
     return columns, [tuple(_duck_value(v) for v in r) for r in rows]

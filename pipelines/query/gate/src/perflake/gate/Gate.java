@@ -1,0 +1,425 @@
+package perflake.gate;
+
+import java.lang.reflect.Method;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+
+import org.apache.spark.SparkConf;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedFunction;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedRelation;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedTableValuedFunction;
+import org.apache.spark.sql.catalyst.catalog.CatalogTable;
+import org.apache.spark.sql.catalyst.catalog.HiveTableRelation;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.SubqueryExpression;
+import org.apache.spark.sql.catalyst.expressions.UserDefinedExpression;
+import org.apache.spark.sql.catalyst.plans.QueryPlan;
+import org.apache.spark.sql.catalyst.plans.logical.Command;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import org.apache.spark.sql.internal.SQLConf$;
+
+import scala.Option;
+import scala.jdk.javaapi.CollectionConverters;
+
+/** The read-only rule of perflake's shared SQL endpoints, judged on plans, not on text.
+ *
+ * A statement passes only if it is a query (or SHOW / DESCRIBE / EXPLAIN / USE) whose
+ * every relation is a catalog table or view of database `perf`, that calls no function
+ * reaching the JVM, the file system or user code, and that runs in a session whose
+ * configuration is the service's own. Everything else is refused with a Refusal naming
+ * what and why. The parsed plan is judged before analysis (analysis itself can read a
+ * file's schema or load a class), the analyzed plan after it (views expanded, commands
+ * in their final form). */
+public final class Gate {
+    public static final String DATABASE = "perf";
+    static final String SCOPE = "this endpoint runs only read-only queries over the tables of database perf";
+
+    /** Commands that only read metadata or explain a plan. USE is judged separately. */
+    private static final Set<String> READ_COMMANDS = new HashSet<>(Arrays.asList(
+        "ShowTables", "ShowTablesCommand", "ShowTablesExtended", "ShowTableExtended", "ShowViews",
+        "ShowViewsCommand", "ShowNamespaces", "ShowNamespacesCommand", "ShowColumns", "ShowColumnsCommand",
+        "DescribeRelation", "DescribeTableCommand", "DescribeColumn", "DescribeColumnCommand",
+        "DescribeNamespace", "DescribeDatabaseCommand", "ShowPartitions", "ShowPartitionsCommand",
+        "ShowTableProperties", "ShowTablePropertiesCommand", "ShowCreateTable", "ShowCreateTableCommand",
+        "ShowFunctions", "ShowFunctionsCommand", "DescribeFunction", "DescribeFunctionCommand",
+        "ShowCurrentNamespace", "ShowCurrentNamespaceCommand", "ShowCatalogs", "ShowCatalogsCommand",
+        "ExplainCommand", "DescribeQueryCommand"));
+    private static final Set<String> USE_COMMANDS = new HashSet<>(Arrays.asList(
+        "SetCatalogAndNamespace", "SetNamespaceCommand"));
+    private static final Set<String> USABLE_NAMESPACES = new HashSet<>(Arrays.asList(DATABASE, "default"));
+
+    /** Leaves that read nothing outside the catalog: literal rows, ranges, CTE references,
+     * the result of an allowed command. Catalog tables are judged by their database. */
+    private static final Set<String> SAFE_LEAVES = new HashSet<>(Arrays.asList(
+        "LocalRelation", "OneRowRelation", "Range", "CTERelationRef", "CommandResult", "EmptyRelation"));
+
+    /** Data source names that, as the first part of a table name, make it a path read. */
+    private static final Set<String> FORMATS = new HashSet<>(Arrays.asList(
+        "parquet", "orc", "json", "csv", "text", "binaryfile", "avro", "jdbc", "delta", "hive", "xml",
+        "libsvm", "image", "kafka", "noop", "console", "rate", "socket", "memory", "file", "files",
+        "org.apache.spark.sql.parquet", "org.apache.spark.sql.json", "org.apache.spark.sql.csv"));
+
+    /** Functions refused by name before analysis (analysis of reflect already loads the class). */
+    private static final Set<String> REFLECTION = new HashSet<>(Arrays.asList(
+        "reflect", "java_method", "try_reflect", "reflect2"));
+    private static final Set<String> XML = new HashSet<>(Arrays.asList(
+        "xpath", "xpath_boolean", "xpath_double", "xpath_float", "xpath_int", "xpath_long", "xpath_number",
+        "xpath_short", "xpath_string", "from_xml", "schema_of_xml"));
+    private static final Set<String> FILE_FUNCTIONS = new HashSet<>(Arrays.asList(
+        "in_file", "read_files", "input_file_read"));
+
+    /** Session settings that the Thrift server itself gives every session (output formats). */
+    private static final Set<String> FREE_SETTINGS = new HashSet<>(Arrays.asList(
+        "spark.sql.hive.version", "spark.sql.datetime.java8API.enabled", "spark.sql.binaryOutputStyle"));
+
+    private Gate() {}
+
+    /** Throws the Refusal (a checked AnalysisException in Java's eyes, unchecked in Scala's,
+     * as Spark's own analyzer throws it); typed to be written `throw refuse(...)`. */
+    static RuntimeException refuse(String what, String why) {
+        throw Gate.<RuntimeException>sneaky(new Refusal(what, why));
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <T extends Throwable> T sneaky(Throwable t) throws T {
+        throw (T) t;
+    }
+
+    // ---------------------------------------------------------------- parsed plans
+
+    /** Judge a statement as parsed, before analysis touches the catalog, files or classes. */
+    public static LogicalPlan checkParsed(LogicalPlan plan, SparkSession session) {
+        checkSettings(session);
+        String root = name(plan);
+        if (isCommand(plan)) {
+            judgeCommand(plan, root);
+            if (root.equals("ExplainCommand")) {
+                Object inner = call(plan, "logicalPlan");
+                if (inner instanceof LogicalPlan) {
+                    checkParsed((LogicalPlan) inner, session);
+                }
+                return plan;
+            }
+        }
+        for (QueryPlan<?> node : nodes(plan, true)) {
+            String n = name(node);
+            if (node != plan && node instanceof LogicalPlan && isCommand((LogicalPlan) node)) {
+                throw refuse(words(n) + " inside a query", "would change tables, files or the session, and "
+                                  + SCOPE);
+            }
+            refuseStatementKinds(n);
+            if (node instanceof UnresolvedRelation) {
+                List<String> parts = parts(((UnresolvedRelation) node).multipartIdentifier());
+                if (isPathRead(parts)) {
+                    throw refuse("reading " + quoted(parts) + " by path", "reads files outside the catalog, and "
+                                      + SCOPE);
+                }
+            }
+            if (node instanceof UnresolvedTableValuedFunction) {
+                judgeFunctionName(parts(((UnresolvedTableValuedFunction) node).name()));
+            }
+            for (Expression e : expressions(node)) {
+                if (e instanceof UnresolvedFunction) {
+                    judgeFunctionName(parts(((UnresolvedFunction) e).nameParts()));
+                }
+                refuseExpression(e);
+            }
+        }
+        return plan;
+    }
+
+    // ---------------------------------------------------------------- analyzed plans
+
+    /** Judge a statement as analyzed: views expanded, relations resolved, commands final. */
+    public static void checkAnalyzed(LogicalPlan plan, SparkSession session) {
+        checkSettings(session);
+        if (isCommand(plan)) {
+            judgeCommand(plan, name(plan));
+            return;  // an allowed command's inner plan (EXPLAIN, DESCRIBE QUERY) is judged when it is analyzed
+        }
+        for (QueryPlan<?> node : nodes(plan, false)) {
+            String n = name(node);
+            if (node != plan && node instanceof LogicalPlan && isCommand((LogicalPlan) node)) {
+                throw refuse(words(n) + " inside a query", "would change tables, files or the session, and "
+                                  + SCOPE);
+            }
+            refuseStatementKinds(n);
+            if (node instanceof HiveTableRelation) {
+                judgeTable(((HiveTableRelation) node).tableMeta());
+            } else if (node instanceof LogicalRelation) {
+                Option<CatalogTable> table = ((LogicalRelation) node).catalogTable();
+                if (table.isEmpty()) {
+                    throw refuse("reading files by path", "reads files outside the catalog, and " + SCOPE);
+                }
+                judgeTable(table.get());
+            } else if (node instanceof LogicalPlan && ((LogicalPlan) node).children().isEmpty()
+                       && !SAFE_LEAVES.contains(n)) {
+                throw refuse("reading from " + words(n), "is not a table of database perf, and " + SCOPE);
+            }
+            for (Expression e : expressions(node)) {
+                refuseExpression(e);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- the judgments
+
+    private static void judgeCommand(LogicalPlan plan, String n) {
+        if (READ_COMMANDS.contains(n)) {
+            return;
+        }
+        if (USE_COMMANDS.contains(n)) {
+            List<String> ns = namespaceOf(plan);
+            if (ns != null && ns.size() == 1 && USABLE_NAMESPACES.contains(ns.get(0).toLowerCase(Locale.ROOT))) {
+                return;
+            }
+            throw refuse("USE " + (ns == null ? "of that namespace" : String.join(".", ns)),
+                              "switches to a database other than perf, and " + SCOPE);
+        }
+        String what = words(n);
+        if (n.startsWith("Set") || n.startsWith("Reset")) {
+            if (n.contains("Variable")) {
+                throw refuse(what, "changes the session's state, and " + SCOPE);
+            }
+            throw refuse(what.startsWith("RESET") ? "RESET" : "SET", "would change the service's "
+                              + "configuration, which is fixed for every user");
+        }
+        if (n.startsWith("Add") || n.startsWith("List")) {
+            throw refuse(what, "loads or lists code and files on the service, and " + SCOPE);
+        }
+        if (n.contains("Function")) {
+            throw refuse(what, "registers code to run inside the service, and " + SCOPE);
+        }
+        throw refuse(what, "is a command that changes tables, files or the session, and " + SCOPE);
+    }
+
+    private static void refuseStatementKinds(String n) {
+        if (n.equals("ScriptTransformation") || n.contains("ScriptTransformation")) {
+            throw refuse("TRANSFORM ... USING", "runs a program on the service's host, and " + SCOPE);
+        }
+        if (n.startsWith("InsertInto") || n.startsWith("Insert")) {
+            throw refuse("INSERT", "writes tables or files, and " + SCOPE);
+        }
+        if (n.contains("ExecuteImmediate")) {
+            throw refuse("EXECUTE IMMEDIATE", "runs a statement built at run time, and " + SCOPE);
+        }
+        if (n.startsWith("Compound") || n.endsWith("Statement") && !n.equals("SingleStatement")
+            || n.equals("ExceptionHandler")) {
+            throw refuse("a SQL script (" + words(n) + ")", "runs several statements, and " + SCOPE);
+        }
+        if (n.equals("UnresolvedHaving") || n.equals("UnresolvedHint")) {
+            return;
+        }
+    }
+
+    private static void judgeFunctionName(List<String> parts) {
+        if (parts.isEmpty()) {
+            return;
+        }
+        String fn = parts.get(parts.size() - 1).toLowerCase(Locale.ROOT);
+        if (REFLECTION.contains(fn)) {
+            throw refuse("the function " + fn, "calls Java methods inside the service, and " + SCOPE);
+        }
+        if (XML.contains(fn)) {
+            throw refuse("the function " + fn, "parses XML, which can reference files and URLs, and " + SCOPE);
+        }
+        if (FILE_FUNCTIONS.contains(fn)) {
+            throw refuse("the function " + fn, "reads files on the service's host, and " + SCOPE);
+        }
+        if (parts.size() > 1 && !(parts.size() == 2 && parts.get(0).equalsIgnoreCase("builtin"))
+            && !(parts.size() == 3 && parts.get(0).equalsIgnoreCase("system")
+                 && parts.get(1).equalsIgnoreCase("builtin"))) {
+            throw refuse("the function " + String.join(".", parts), "is not a built-in function, and "
+                              + "user-defined functions run code inside the service");
+        }
+    }
+
+    private static void refuseExpression(Expression e) {
+        String n = name(e);
+        if (n.equals("CallMethodViaReflection") || n.equals("TryReflect")) {
+            throw refuse("reflect/java_method", "calls Java methods inside the service, and " + SCOPE);
+        }
+        if (e instanceof UserDefinedExpression || n.startsWith("Hive") && (n.contains("UDF") || n.contains("UDAF"))
+            || n.startsWith("Python") || n.startsWith("ScalaUD") || n.equals("ScalaAggregator")) {
+            throw refuse("the user-defined function " + prettyName(e), "runs code inside the service, and "
+                              + SCOPE);
+        }
+        if (n.startsWith("XPath") || n.equals("XmlToStructs") || n.equals("SchemaOfXml")) {
+            throw refuse("the function " + prettyName(e), "parses XML, which can reference files and URLs, and "
+                              + SCOPE);
+        }
+    }
+
+    private static void judgeTable(CatalogTable table) {
+        Option<String> db = table.identifier().database();
+        String database = db.isDefined() ? db.get() : "";
+        if (!database.equalsIgnoreCase(DATABASE)) {
+            throw refuse("reading " + table.identifier().unquotedString(), "is not a table of database perf, and "
+                              + SCOPE);
+        }
+    }
+
+    /** Refuse if a runtime SQL setting of the session differs from the service's: a client
+     * can send settings when it connects (JDBC URL, hiveconf), which no statement shows. */
+    static void checkSettings(SparkSession session) {
+        SparkConf service = session.sparkContext().getConf();
+        Map<String, String> settings = CollectionConverters.asJava(session.sessionState().conf().getAllConfs());
+        for (Map.Entry<String, String> kv : settings.entrySet()) {
+            String key = kv.getKey();
+            // Static and Spark core settings cannot change after start; the runtime SQL ones can.
+            if (!key.startsWith("spark.sql.") || FREE_SETTINGS.contains(key)
+                || SQLConf$.MODULE$.isStaticConfigKey(key)) {
+                continue;
+            }
+            Option<String> base = service.getOption(key);
+            String expected = base.isDefined() ? base.get() : defaultOf(key);
+            if (!kv.getValue().equals(expected)) {
+                throw refuse("a session whose configuration sets " + key,
+                                  "differs from the service's, and configuration changes are not allowed on this "
+                                  + "endpoint (connect without session settings)");
+            }
+        }
+    }
+
+    private static String defaultOf(String key) {
+        org.apache.spark.internal.config.ConfigEntry<?> entry = SQLConf$.MODULE$.getConfigEntry(key);
+        return entry == null ? null : entry.defaultValueString();
+    }
+
+    // ---------------------------------------------------------------- walking plans
+
+    /** Every node of the plan: children, CTE definitions (innerChildren) when `inner`, and
+     * the plans of subquery expressions, depth first. */
+    static List<QueryPlan<?>> nodes(QueryPlan<?> plan, boolean inner) {
+        List<QueryPlan<?>> out = new ArrayList<>();
+        collect(plan, inner, out);
+        return out;
+    }
+
+    private static void collect(QueryPlan<?> plan, boolean inner, List<QueryPlan<?>> out) {
+        out.add(plan);
+        for (Object child : CollectionConverters.asJava(plan.children())) {
+            collect((QueryPlan<?>) child, inner, out);
+        }
+        if (inner) {
+            for (Object child : CollectionConverters.asJava(plan.innerChildren())) {
+                if (child instanceof QueryPlan) {
+                    collect((QueryPlan<?>) child, inner, out);
+                }
+            }
+        }
+        for (Expression e : expressions(plan)) {
+            if (e instanceof SubqueryExpression) {
+                collect(((SubqueryExpression) e).plan(), inner, out);
+            }
+        }
+    }
+
+    /** Every expression of a node, nested ones included. */
+    static List<Expression> expressions(QueryPlan<?> node) {
+        List<Expression> out = new ArrayList<>();
+        for (Object e : CollectionConverters.asJava(node.expressions())) {
+            collectExpressions((Expression) e, out);
+        }
+        return out;
+    }
+
+    private static void collectExpressions(Expression e, List<Expression> out) {
+        out.add(e);
+        for (Object child : CollectionConverters.asJava(e.children())) {
+            collectExpressions((Expression) child, out);
+        }
+    }
+
+    static boolean isCommand(LogicalPlan plan) {
+        return plan instanceof Command;
+    }
+
+    static boolean isPathRead(List<String> parts) {
+        if (parts.size() < 2) {
+            return false;
+        }
+        String first = parts.get(0).toLowerCase(Locale.ROOT);
+        if (FORMATS.contains(first) || first.contains(".")) {
+            return true;
+        }
+        for (String p : parts) {
+            if (p.contains("/") || p.contains("\\") || p.contains(":")) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private static List<String> namespaceOf(LogicalPlan plan) {
+        for (Object source : new Object[] {plan, call(plan, "child")}) {
+            for (String method : new String[] {"namespace", "multipartIdentifier", "nameParts"}) {
+                Object value = call(source, method);
+                if (value instanceof scala.collection.Seq) {
+                    return parts((scala.collection.Seq<?>) value);
+                }
+            }
+        }
+        return null;
+    }
+
+    private static Object call(Object target, String method) {
+        if (target == null) {
+            return null;
+        }
+        try {
+            Method m = target.getClass().getMethod(method);
+            return m.invoke(target);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return null;
+        }
+    }
+
+    static List<String> parts(scala.collection.Seq<?> seq) {
+        List<String> out = new ArrayList<>();
+        for (Object o : CollectionConverters.asJava(seq)) {
+            out.add(String.valueOf(o));
+        }
+        return out;
+    }
+
+    private static String quoted(List<String> parts) {
+        List<String> q = new ArrayList<>();
+        for (String p : parts) {
+            q.add("`" + p + "`");
+        }
+        return String.join(".", q);
+    }
+
+    private static String prettyName(Expression e) {
+        try {
+            return e.prettyName();
+        } catch (RuntimeException ex) {
+            return name(e);
+        }
+    }
+
+    static String name(Object o) {
+        String n = o.getClass().getSimpleName();
+        return n.endsWith("$") ? n.substring(0, n.length() - 1) : n;
+    }
+
+    /** A plan class as SQL words: DropTableCommand -> DROP TABLE, AddJarsCommand -> ADD JARS. */
+    static String words(String className) {
+        String n = className;
+        for (String suffix : new String[] {"Command", "Statement", "Exec"}) {
+            if (n.endsWith(suffix) && n.length() > suffix.length()) {
+                n = n.substring(0, n.length() - suffix.length());
+            }
+        }
+        return n.replaceAll("([a-z0-9])([A-Z])", "$1 $2").replaceAll("([A-Z])([A-Z][a-z])", "$1 $2")
+                .toUpperCase(Locale.ROOT);
+    }
+}
