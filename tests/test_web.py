@@ -7,7 +7,9 @@ Browser tests on a mined lake: tests/test_web_browser.py."""
 from __future__ import annotations
 
 import re
+import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -145,3 +147,21 @@ def test_the_dashboard_listens_beyond_loopback_only_when_asked_and_with_a_token(
     monkeypatch.setenv("PERFLAKE_WEB_TOKEN", "short")
     with pytest.raises(ValueError, match="at least 16"):
         access_token(None)
+
+
+def test_a_night_published_while_the_app_runs_shows_up_without_a_restart(bench, tmp_path):
+    from pipelines.web.reader import Reader
+
+    lake = Lake.from_env(tmp_path / "lake")
+    shutil.copytree(bench["lake"].root, lake.root)
+    reader = Reader(lake)
+    newest = "SELECT max(dt) AS dt FROM perf.runs"
+    assert reader.rows(newest) == [{"dt": bench["info"]["last_dt"]}]
+    runs = lake.table_path("runs")
+    shutil.copytree(runs / f"dt={bench['info']['last_dt']}", runs / "dt=2035-12-31")  # the next mine publishes
+    assert reader.rows(newest) == [{"dt": bench["info"]["last_dt"]}]  # the old copy answers while the new loads
+    deadline = time.monotonic() + 60
+    while reader.rows(newest) != [{"dt": "2035-12-31"}]:
+        assert time.monotonic() < deadline, "the new night never showed"
+        time.sleep(0.2)
+    reader.close()

@@ -26,9 +26,11 @@ from pipelines.config.lake import Lake
 from pipelines.warehouse import snapshots
 from pipelines.warehouse.duck import duckdb_connection, published_tables
 from pipelines.warehouse.session import DATABASE
+from pipelines.web.sql import SHAPE_OF_PARAMS
 
 log = logging.getLogger("perflake.web")
 RECENT_PARTITIONS = 3  # newest date partitions whose rewrite (a rerun, a re-mine) is noticed
+RETIRE_AFTER_S = 60.0  # a replaced copy is closed this long after, when no page still reads it
 # The series key of a case_stats row `cs` joined with its run's hardware fingerprint `r`:
 # the same hash pipelines.mining.history.series_key computes on Spark.
 SERIES_KEY = ("substr(sha256(concat_ws('|', coalesce(cs.case_id, ''), coalesce(cs.gpu_sku, ''), "
@@ -42,7 +44,7 @@ HOT = {
                    "QUALIFY row_number() OVER (PARTITION BY cs.run_id, cs.case_id ORDER BY cs.attempt DESC) = 1 "
                    "ORDER BY series_key, dt"),
     "series": "SELECT * FROM perf.series",
-    "cases": "SELECT * FROM perf.cases",
+    "cases": f"SELECT *, {SHAPE_OF_PARAMS} AS shape FROM perf.cases",
     "regressions": "SELECT * FROM perf.regressions",
     "hardware": "SELECT * FROM perf.hardware",
     "projections": "SELECT * FROM perf.projections",
@@ -59,6 +61,7 @@ class Reader:
         self._tables: dict[str, list] = {}
         self._signature: tuple = ()
         self._building: threading.Thread | None = None
+        self._retired: list[tuple] = []  # (connection, timer that closes it)
 
     def signature(self) -> tuple:
         """What changes when a job publishes: a table directory's mtime (a new partition),
@@ -84,7 +87,12 @@ class Reader:
                 con.execute(f"DROP VIEW {DATABASE}.{name}")
                 con.execute(f"CREATE VIEW {DATABASE}.{name} AS SELECT * FROM hot.{name}")
         with self._lock:
-            self._con, self._tables, self._signature = con, tables, signature
+            old, self._con, self._tables, self._signature = self._con, con, tables, signature
+        if old is not None:
+            timer = threading.Timer(RETIRE_AFTER_S, old.close)
+            timer.daemon = True
+            timer.start()
+            self._retired = [(c, t) for c, t in self._retired if t.is_alive()] + [(old, timer)]
         log.info("perflake web: lake %s loaded in %.1f s", self.lake.root, time.perf_counter() - t0)
 
     def _rebuild_in_background(self, signature: tuple) -> None:
@@ -148,6 +156,10 @@ class Reader:
 
     def close(self) -> None:
         with self._lock:
+            for con, timer in self._retired:
+                timer.cancel()
+                con.close()
+            self._retired = []
             if self._con is not None:
                 self._con.close()
                 self._con = None

@@ -14,6 +14,8 @@ def night_filter(nights: list[dict], prefix: str = "") -> tuple[str, list[str]]:
     text = " OR ".join(f"({prefix}dt = ? AND {prefix}pool = ?)" for _ in nights)
     return text, [v for n in nights for v in (n["dt"], n["pool"])]
 
-# A case's parameters (perf.cases `c`) as `k=v,...` in key order, as frames.shape_label writes them.
-SHAPE = ("coalesce(array_to_string(list_transform(list_sort(map_entries(c.params)), "
-         "lambda e: e.key || '=' || e.value), ','), '')")
+# A case's parameters (perf.cases `c`) as `k=v,...` in key order, as frames.shape_label writes
+# them: computed once, when the reader copies perf.cases (pipelines/web/reader.py).
+SHAPE_OF_PARAMS = ("coalesce(array_to_string(list_transform(list_sort(map_entries(params)), "
+                   "lambda e: e.key || '=' || e.value), ','), '')")
+SHAPE = "coalesce(c.shape, '')"
