@@ -30,6 +30,7 @@ from pipelines.web.sql import SHAPE_OF_PARAMS
 
 log = logging.getLogger("perflake.web")
 RECENT_PARTITIONS = 3  # newest date partitions whose rewrite (a rerun, a re-mine) is noticed
+CHECK_EVERY_S = 1.0  # how often the warehouse is looked at for a publish (a page makes ~10 queries)
 RETIRE_AFTER_S = 60.0  # a replaced copy is closed this long after, when no page still reads it
 # The series key of a case_stats row `cs` joined with its run's hardware fingerprint `r`:
 # the same hash pipelines.mining.history.series_key computes on Spark.
@@ -62,10 +63,19 @@ class Reader:
         self._signature: tuple = ()
         self._building: threading.Thread | None = None
         self._retired: list[tuple] = []  # (connection, timer that closes it)
+        self._seen: tuple = ()
+        self._seen_at = float("-inf")
 
     def signature(self) -> tuple:
         """What changes when a job publishes: a table directory's mtime (a new partition),
-        a snapshot pointer, and the newest date partitions' mtimes (a rewritten night)."""
+        a snapshot pointer, and the newest date partitions' mtimes (a rewritten night).
+        Looked up at most every CHECK_EVERY_S."""
+        now = time.monotonic()
+        if now - self._seen_at >= CHECK_EVERY_S:
+            self._seen, self._seen_at = self._look(), now
+        return self._seen
+
+    def _look(self) -> tuple:
         out = []
         wh = self.lake.warehouse
         if wh.is_dir():
@@ -136,6 +146,9 @@ class Reader:
                               f"hive_partitioning = false, union_by_name = true)")
             self._con.execute(f"CREATE OR REPLACE VIEW {DATABASE}.{table} AS SELECT * FROM hot.{table}")
             self._tables[table] = files
+            # The copy is current again: no whole reload for the app's own write.
+            self._seen, self._seen_at = self._look(), time.monotonic()
+            self._signature = self._seen
 
     def has(self, table: str) -> bool:
         """Whether perf.<table> holds data files."""
