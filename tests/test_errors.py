@@ -1,0 +1,119 @@
+"""Every known failure of a command is one sentence and a non-zero exit, without a
+traceback (issue #20); -v adds the traceback. No test here starts Spark: each check
+happens before a JVM would."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PERFLAKE = Path(sys.executable).parent / "perflake"
+
+
+def perflake(*args: str, lake: Path, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    full = {**os.environ, "PERFLAKE_HOME": str(lake), **(env or {})}
+    return subprocess.run([str(PERFLAKE), *args], capture_output=True, text=True, env=full, timeout=timeout,
+                          cwd=REPO)
+
+
+def one_sentence(proc: subprocess.CompletedProcess, command: str) -> str:
+    """The error line, after checking the exit and that nothing else (no traceback) was said."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith(f"perflake {command}: error: ")]
+    assert len(errors) == 1, proc.stderr
+    return errors[0]
+
+
+def test_metastore_held_by_another_process_is_named_with_its_pid(tmp_path):
+    lock = tmp_path / "metastore" / "metastore_db" / "dbex.lck"
+    lock.parent.mkdir(parents=True)
+    lock.write_bytes(b"")
+    # Derby holds an exclusive POSIX lock on dbex.lck while the database is open.
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               f"fd = os.open({str(lock)!r}, os.O_RDWR); fcntl.lockf(fd, fcntl.LOCK_EX)\n"
+                               "print('locked', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        line = one_sentence(perflake("regressions", lake=tmp_path), "regressions")
+        assert "held by another process" in line and f"pid {holder.pid}" in line
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_java_not_found_says_how_to_install_it(tmp_path):
+    env = {"PATH": str(tmp_path / "no-java-here"), "JAVA_HOME": ""}
+    line = one_sentence(perflake("regressions", lake=tmp_path, env=env), "regressions")
+    assert "Java not found" in line and "JAVA_HOME" in line
+
+
+def test_mining_a_date_with_nothing_landed_says_so_before_spark(tmp_path):
+    started = time.monotonic()
+    line = one_sentence(perflake("mine", "--date", "2020-01-01", lake=tmp_path), "mine")
+    assert "nothing landed for 2020-01-01" in line
+    assert time.monotonic() - started < 60  # no JVM was started
+
+
+def test_a_report_for_a_date_without_runs_says_to_mine_it(tmp_path):
+    line = one_sentence(perflake("report", "--date", "2020-01-01", lake=tmp_path), "report")
+    assert "no published runs" in line
+
+
+def test_unknown_pool_lists_the_known_ones(tmp_path):
+    line = one_sentence(perflake("mine", "--date", "2020-01-01", "--pool", "no-such-pool", lake=tmp_path), "mine")
+    assert "unknown pool 'no-such-pool'" in line and "sim-h100" in line
+
+
+def test_unknown_gpu_sku_lists_the_catalog(tmp_path):
+    line = one_sentence(perflake("project", "--target", "NO-SUCH-GPU", lake=tmp_path), "project")
+    assert "unknown GPU SKU 'NO-SUCH-GPU'" in line and "H100-SXM5-80GB" in line
+
+
+def test_unknown_suite_lists_the_known_ones():
+    proc = subprocess.run([sys.executable, "-m", "kernels_bench", "list", "--suite", "no-such-suite"],
+                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "no suite 'no-such-suite'; known suites:" in proc.stderr and "gemm-demo" in proc.stderr
+
+
+def test_port_in_use_names_the_port_and_the_way_out(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        line = one_sentence(perflake("web", "--port", str(port), lake=tmp_path), "web")
+    assert f"port {port} on 127.0.0.1 is in use" in line and "--port" in line
+
+
+def test_verbose_adds_the_traceback_to_the_sentence(tmp_path):
+    proc = perflake("-v", "report", "--date", "2020-01-01", lake=tmp_path)
+    assert proc.returncode == 2
+    assert "Traceback" in proc.stderr and "perflake report: error: no published runs" in proc.stderr
+
+
+def test_an_unknown_error_keeps_its_traceback():
+    from pipelines.cli.failures import known_failure
+
+    assert known_failure(ZeroDivisionError("a bug")) is None
+    assert known_failure(KeyError("unknown pool 'x'")) == "unknown pool 'x'"
+
+
+@pytest.mark.parametrize("text", ["java.sql.SQLException: Another instance of Derby may have already booted the "
+                                  "database /lake/metastore/metastore_db."])
+def test_a_derby_lock_inside_a_jvm_error_is_the_metastore_sentence(text):
+    from pipelines.cli.failures import known_failure
+
+    try:
+        try:
+            raise RuntimeError(text)
+        except RuntimeError as inner:
+            raise RuntimeError("An error occurred while calling o42.sql") from inner
+    except RuntimeError as outer:
+        assert "held by another process" in known_failure(outer)
