@@ -91,3 +91,13 @@ def test_bursts_of_slow_nights_in_a_two_mode_history_are_not_confirmed_as_change
         x = 1.0 + 0.005 * (rng.standard_normal(200) + 5.0 * (rng.random(200) < 0.3))
         x[60:66] = 1.0 + 0.005 * (5.0 + rng.standard_normal(6))  # six slow nights in a row
         assert [c.index for c in detect(x) if not c.provisional] == [], f"seed {seed}"
+
+
+def test_measure_at_keeps_a_large_ar1_step_significant_night_after_night():
+    from pipelines.changepoint import measure_at
+
+    for seed in range(10):
+        x, n, step, held = _ar1_history(seed)
+        x[n - held:] += step
+        c = measure_at(x, n - held)
+        assert c.p_value < 1e-3 and c.rel_change == pytest.approx(step, rel=0.3), f"seed {seed}"

@@ -311,7 +311,8 @@ def measure_at(values, index: int, *, changes=(), params: DetectorParams = Detec
     to LOCAL_RUNS runs before `index`, back to the previous change (the last good
     level); after: median of the runs from `index` to the next change; sigmas: in the
     robust noise of the series cut at every change; p_value: the split test between the
-    two neighbouring segments, every position in them counted as searched. None when
+    two neighbouring segments (ranks, or the shift of medians where autocorrelation holds
+    the ranks back, as in `detect`), every position in them counted as searched. None when
     `index` is not a finite run or has no run before it.
     """
     known = _known_split(values, index, changes)
@@ -319,8 +320,8 @@ def measure_at(values, index: int, *, changes=(), params: DetectorParams = Detec
         return None
     x, k, lo, hi, sigma = known
     left, right = x[lo:k], x[k:hi]
-    return describe(index, float(np.median(left[-LOCAL_RUNS:])), right, sigma, fixed_split_pvalue(left, right),
-                     k >= len(x) - params.confirm_points, params)
+    return describe(index, float(np.median(left[-LOCAL_RUNS:])), right, sigma,
+                    fixed_split_pvalue(left, right, sigma=sigma), k >= len(x) - params.confirm_points, params)
 
 
 def confirms(values, index: int, *, changes=(), params: DetectorParams = DetectorParams()) -> bool | None:

@@ -13,8 +13,10 @@ from pipelines.changepoint.model import LOCAL_RUNS, DetectorParams, effect_floor
 from pipelines.changepoint.noise import noise_sigma
 from pipelines.changepoint.ranks import corrected_p, split_raw_p, split_rho, split_z
 
-# A single newest run must clear the floors by this factor: one bad night is the most
-# common false alarm of all, and a rerun confirms a real step the next night anyway.
+# A single newest run must clear the floor in noise units by this factor: one bad night
+# is the most common false alarm of all, and a rerun confirms a real step the next night
+# anyway. The relative floor is not raised: it says what size matters, not how likely
+# an outlier is (doubled, it hid a lone run 10-19 sigma and 3.2-4.4 % off its level).
 LONE_RUN_FACTOR = 2.0
 # The newest-runs test looks at the last 1..TAIL_MAX runs for a significant new level
 # (a level seen for up to 5 nights; past that, the whole-series search confirms it).
@@ -45,7 +47,7 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
       runs, within the last segment, so that slow drift does not read as a step; or of
       up to 2 x LOCAL_RUNS runs, whichever is nearer the new runs (`level_before`).
     - Every m needs the median of its m runs to clear both floors (a lone run:
-      LONE_RUN_FACTOR times the floors). For m > confirm_points the noise-units floor
+      LONE_RUN_FACTOR times the floor in noise units). For m > confirm_points the noise-units floor
       uses the noise with the m runs as a level of their own (`noise_sigma`): a new
       level of 3-5 runs left inside the last segment inflates its own yardstick.
     - "Run by run": every one of the m runs clears half the floor on the same side (a
@@ -91,7 +93,7 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
         level = level_before(x[start:n - m], float(np.median(new)))
         scale = noise_sigma(x, [*cps, n - m]) if m > params.confirm_points else sigma
         base_floor = effect_floor(level, scale, params)
-        floor = base_floor * (LONE_RUN_FACTOR if m == 1 else 1.0)
+        floor = effect_floor(level, scale * LONE_RUN_FACTOR, params) if m == 1 else base_floor
         if gap is not None and m > params.confirm_points:
             new = fold_other_mode(new, level, gap, floor)
         shift = new - level
