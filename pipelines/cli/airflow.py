@@ -12,6 +12,7 @@ def register(sub) -> None:
 
     p = sub.add_parser("demo-history", help="land and mine weeks of SIMULATED nights on two simulated GPU pools")
     p.add_argument("--nights", type=int, default=None, help="how many nights (default 21)")
+    p.add_argument("--backfill", type=int, default=None, help="nights of the new GPU's backfill (default 7)")
     p.set_defaults(func=_cmd_demo_history)
 
     p = sub.add_parser("pools", help="create or update the Airflow pools from the pool registry")
@@ -25,9 +26,10 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_demo_history(args) -> int:
-    from pipelines.orchestration.demo_history import NIGHTS, run_history
+    from pipelines.orchestration.demo_history import BACKFILL_NIGHTS, NIGHTS, run_history
 
-    return run_history(Lake.from_env(), nights_count=args.nights or NIGHTS, verbose=args.verbose)
+    return run_history(Lake.from_env(), nights_count=args.nights or NIGHTS,
+                       backfill=BACKFILL_NIGHTS if args.backfill is None else args.backfill, verbose=args.verbose)
 
 
 def _cmd_pools(args) -> int:

@@ -9,11 +9,11 @@ model with noise); runs say `device_kind = simulated` and the pools are `sim-h10
 software stack (torch, triton, driver), it lands with `land_shard` and is mined by
 `jobs.mine.mine` in one Spark session. The events, with known ground truth:
 
-- torch 2.12 -> 2.13 (night UPGRADE): bf16 GEMMs with k = 4096 get 12 % slower;
-- driver 560 -> 570 (night DRIVER): flash attention gets 10 % faster;
+- torch 2.12 -> 2.13 (40 % into the history): bf16 GEMMs with k = 4096 get 12 % slower;
+- driver 560 -> 570 (the night after the arrival): flash attention gets 10 % faster;
 - a flaky case: one fp32 GEMM on sim-h100 measures with 8 % extra noise every night;
 - failures: two cases fail on one night, and one night of sim-h100 never lands;
-- a new GPU: sim-h200 arrives at night ARRIVAL; perf.projections are made onto it from
+- a new GPU: sim-h200 arrives two thirds in; perf.projections are made onto it from
   the H100's history first, then its previous week is backfilled (reason `backfill`)
   and the projections are scored against what it measured.
 """
@@ -31,11 +31,39 @@ from pipelines.orchestration.console import Console, duration, log_path
 
 POOLS = {"sim-h100": "H100-SXM5-80GB", "sim-h200": "H200-SXM-141GB"}
 NIGHTS = 21
-UPGRADE, DRIVER, ARRIVAL, BACKFILL_NIGHTS = 8, 15, 14, 7
+BACKFILL_NIGHTS = 7
 FLAKY = {"kernel": "matmul", "dtype": "fp32", "m": "128", "n": "4096", "k": "4096"}
-FAILED_CASES = {("sim-h200", 17): 2}  # (pool, night) -> how many cases fail that night
-MISSING = {("sim-h100", 11)}  # (pool, night) whose shard never landed
 FAILURE = "simulated failure (demo-history): CUDA error: an illegal memory access was encountered"
+
+
+@dataclass(frozen=True)
+class Events:
+    """On which night (0-based) each event happens, for a history of `nights` nights:
+    the same proportions at any length (21 nights: upgrade 8, arrival 14, driver 15)."""
+
+    nights: int
+
+    @property
+    def upgrade(self) -> int:
+        return round(self.nights * 0.4)
+
+    @property
+    def arrival(self) -> int:
+        return round(self.nights * 0.67)
+
+    @property
+    def driver(self) -> int:
+        return self.arrival + 1
+
+    @property
+    def failed_cases(self) -> dict:
+        """(pool, night) -> how many cases fail that night."""
+        return {("sim-h200", self.nights - 4): 2}
+
+    @property
+    def missing(self) -> set:
+        """(pool, night) whose shard never landed (a worker down all night)."""
+        return {("sim-h100", (self.upgrade + self.arrival) // 2)}
 DAG_RUN = "demo_history__{dt}"
 
 
@@ -49,17 +77,18 @@ class Software:
     cuda_version: str = "12.8"
 
 
-def software(night: int) -> Software:
-    torch, triton = ("2.13.0", "3.5.0") if night >= UPGRADE else ("2.12.0", "3.4.0")
-    return Software(torch, triton, "570.86.10" if night >= DRIVER else "560.35.03")
+def software(night: int, ev: Events) -> Software:
+    torch, triton = ("2.13.0", "3.5.0") if night >= ev.upgrade else ("2.12.0", "3.4.0")
+    return Software(torch, triton, "570.86.10" if night >= ev.driver else "560.35.03")
 
 
 def injections(pool: str, dates: list[str]):
     """The events as the simulated device's injections (sim.Injection), for `pool`."""
     from kernels_bench.sim import Injection
 
-    out = [Injection({"kernel": "matmul", "dtype": "bf16", "k": "4096"}, since=dates[UPGRADE], factor=1.12),
-           Injection({"kernel": "sdpa", "backend": "sdpa-flash"}, since=dates[DRIVER], factor=0.90)]
+    ev = Events(len(dates))
+    out = [Injection({"kernel": "matmul", "dtype": "bf16", "k": "4096"}, since=dates[ev.upgrade], factor=1.12),
+           Injection({"kernel": "sdpa", "backend": "sdpa-flash"}, since=dates[ev.driver], factor=0.90)]
     if pool == "sim-h100":
         out.append(Injection(FLAKY, since=dates[0], jitter=0.08))
     return tuple(out)
@@ -102,13 +131,14 @@ def land_night(lake: Lake, suite, pool: str, night: int, dates: list[str], reaso
     out = staging / run_id
     rule = StoppingRule(min_samples=30, min_time_s=0.0, max_noise=0.01, timeout_s=1.0, max_samples=40)
     paths = run_shard(suite, spec, out, rule=rule, injections=injections(pool, dates), progress=lambda _: None)
-    failing = FAILED_CASES.get((pool, night), 0)
+    ev = Events(len(dates))
+    failing = ev.failed_cases.get((pool, night), 0)
     if failing:
         _fail_cases(paths, failing)
     (row,) = pq.read_table(paths["runs"]).to_pylist()
     start = datetime.datetime.fromisoformat(dt).replace(hour=2, minute=7 * list(POOLS).index(pool),
                                                           tzinfo=datetime.timezone.utc)
-    row.update(software(night).__dict__, started_at=start, finished_at=start + datetime.timedelta(minutes=5))
+    row.update(software(night, ev).__dict__, started_at=start, finished_at=start + datetime.timedelta(minutes=5))
     if failing:
         row.update(status="partial", cases_ok=row["cases_ok"] - failing)
     row["software_fingerprint"] = provenance.fingerprint(row, provenance.SOFTWARE_KEYS)
@@ -137,35 +167,38 @@ def _fail_cases(paths: dict, n: int) -> None:
     pq.write_table(samples.filter(keep), paths["samples"])
 
 
-def plan(n: int = NIGHTS) -> list[tuple[int, list[str], list[tuple[str, str]]]]:
-    """The history in the order it happens: nights before ARRIVAL on sim-h100 only; at
-    ARRIVAL the H200's previous BACKFILL_NIGHTS are backfilled; then both pools nightly."""
+def plan(n: int = NIGHTS, backfill: int = BACKFILL_NIGHTS) -> list[tuple[int, list[str], list[tuple[str, str]]]]:
+    """The history in the order it happens, as (night, pools to mine, landings as (pool,
+    reason)): nights before the arrival on sim-h100 only; at the arrival the H200's
+    previous `backfill` nights are backfilled; then both pools nightly."""
+    ev = Events(n)
     steps = []
     for night in range(n):
-        if night == ARRIVAL:
-            for b in range(max(0, ARRIVAL - BACKFILL_NIGHTS), ARRIVAL):
+        if night == ev.arrival:
+            for b in range(max(0, ev.arrival - backfill), ev.arrival):
                 steps.append((b, ["sim-h200"], [("sim-h200", "backfill")]))
-        pools = ["sim-h100"] + (["sim-h200"] if night >= ARRIVAL else [])
-        landings = [(p, "nightly") for p in pools if (p, night) not in MISSING]
+        pools = ["sim-h100"] + (["sim-h200"] if night >= ev.arrival else [])
+        landings = [(p, "nightly") for p in pools if (p, night) not in ev.missing]
         steps.append((night, pools, landings))
     return steps
 
 
-def run_history(lake: Lake, *, nights_count: int = NIGHTS, verbose: bool = False) -> int:
-    if nights_count <= DRIVER + 2:
-        raise ValueError(f"--nights must be at least {DRIVER + 3}: the events happen on nights {UPGRADE}, "
-                         f"{ARRIVAL} and {DRIVER}")
+def run_history(lake: Lake, *, nights_count: int = NIGHTS, backfill: int = BACKFILL_NIGHTS,
+                verbose: bool = False) -> int:
+    if nights_count < 8:
+        raise ValueError(f"--nights {nights_count}: at least 8, so that each event has nights before and after it")
+    ev = Events(nights_count)
     with Console(log_path(lake, "demo-history"), verbose) as out:
         dates = nights(nights_count)
         suite = history_suite()
-        steps = plan(nights_count)
+        steps = plan(nights_count, backfill)
         out.say(f"perflake demo-history: {nights_count} SIMULATED nights ({dates[0]} .. {dates[-1]}) on pools "
                 f"sim-h100 and sim-h200 (simulated GPUs), {len(suite.cases)} cases per night; lake {lake.root}")
         if not verbose:
             out.say(f"  logs (Spark, mining): {out.path}  (perflake demo-history -v shows them here)")
-        out.say(f"  events: torch 2.13 on {dates[UPGRADE]} (bf16 GEMMs k=4096 +12 %), driver 570 on "
-                f"{dates[DRIVER]} (flash attention -10 %), a flaky fp32 GEMM, failures, "
-                f"sim-h200 arrives {dates[ARRIVAL]}")
+        out.say(f"  events: torch 2.13 on {dates[ev.upgrade]} (bf16 GEMMs k=4096 +12 %), driver 570 on "
+                f"{dates[ev.driver]} (flash attention -10 %), a flaky fp32 GEMM on sim-h100, failures, "
+                f"sim-h200 arrives {dates[ev.arrival]} (backfilled {backfill} nights)")
         from pipelines.warehouse.preflight import check_spark_can_start
 
         check_spark_can_start(lake)
@@ -178,7 +211,7 @@ def run_history(lake: Lake, *, nights_count: int = NIGHTS, verbose: bool = False
         started, samples = time.monotonic(), 0
         try:
             for i, (night, pools, landings) in enumerate(steps, 1):
-                if night == ARRIVAL and pools == ["sim-h100", "sim-h200"] and not _projected(lake):
+                if night == ev.arrival and pools == ["sim-h100", "sim-h200"] and not _projected(lake):
                     _project_h200(lake, out)
                 for pool, reason in landings:
                     samples += land_night(lake, suite, pool, night, dates, reason, staging)["samples"]
@@ -191,7 +224,7 @@ def run_history(lake: Lake, *, nights_count: int = NIGHTS, verbose: bool = False
                         f"~{duration(left)} left)")
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        return _finish(lake, out, dates, spark, samples)
+        return _finish(lake, out, dates, spark, samples, ev)
 
 
 def _tmp(lake: Lake) -> Path:
@@ -212,7 +245,7 @@ def _project_h200(lake: Lake, out: Console) -> None:
     out.say(f"  sim-h200 arrives: projected onto {POOLS['sim-h200']} from the H100's history (perf.projections)")
 
 
-def _finish(lake: Lake, out: Console, dates: list[str], spark, samples: int) -> int:
+def _finish(lake: Lake, out: Console, dates: list[str], spark, samples: int, ev: Events) -> int:
     from pipelines.projection.roofline import rescore_measured
     from pipelines.report.nightly import build_nightly
 
@@ -221,8 +254,8 @@ def _finish(lake: Lake, out: Console, dates: list[str], spark, samples: int) -> 
     rows = spark.sql("SELECT status, count(*) AS n FROM perf.regressions WHERE pool LIKE 'sim-%' "
                      "GROUP BY status ORDER BY status").collect()
     changes = ", ".join(f"{r.n} {r.status}" for r in rows) or "none"
-    run_a = _run_id(dates[UPGRADE - 1], "sim-h100")
-    run_b = _run_id(dates[UPGRADE], "sim-h100")
+    run_a = _run_id(dates[ev.upgrade - 1], "sim-h100")
+    run_b = _run_id(dates[ev.upgrade], "sim-h100")
     out.say(f"done in {duration(out.elapsed())}: {samples:,} SIMULATED samples; changes found: {changes}; "
             f"projections scored: {scored}")
     out.say("next (all on the simulated history):")
