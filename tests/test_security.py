@@ -130,3 +130,50 @@ def test_the_sql_server_binds_loopback_by_default(tmp_path):
     assert inspect.signature(sqlserver.start).parameters["host"].default == sqlserver.DEFAULT_HOST
     cmd = sqlserver.server_command(Lake(tmp_path), sqlserver.DEFAULT_HOST, 10000)
     assert "hive.server2.thrift.bind.host=127.0.0.1" in cmd
+
+
+def test_the_sql_servers_settings_are_not_on_its_command_line(tmp_path):
+    from pipelines.query import server as sqlserver
+
+    lake = Lake(tmp_path)
+    cmd = sqlserver.server_command(lake, sqlserver.DEFAULT_HOST, 10000)
+    assert "--conf" not in cmd and str(sqlserver.properties_file(lake)) in cmd
+    conf = sqlserver.server_conf(lake, auth=True)
+    assert conf["spark.sql.extensions"] == "perflake.gate.Extension"
+    assert conf["spark.sql.runSQLOnFiles"] == "false"
+    assert conf["spark.sql.thriftserver.scheduler.pool"] == sqlserver.POOL
+    assert "perflake.auth.passwd.file" in conf["spark.driver.extraJavaOptions"]
+
+
+def test_a_non_loopback_sql_server_needs_users(tmp_path):
+    from pipelines.query import server as sqlserver
+
+    with pytest.raises(ValueError, match="no users to authenticate"):
+        sqlserver.start(Lake(tmp_path), host="0.0.0.0", port=1)
+
+
+def test_sql_server_passwords_are_stored_as_salted_hashes_readable_by_the_owner_only(tmp_path):
+    from pipelines.query import server as sqlserver
+
+    lake = Lake(tmp_path)
+    sqlserver.add_user(lake, "alice", "same password")
+    sqlserver.add_user(lake, "bob", "same password")
+    text = sqlserver.password_file(lake).read_text()
+    assert "same password" not in text
+    hashes = [ln.split(":", 2)[2] for ln in text.splitlines()]
+    assert len(set(hashes)) == 2  # salted: the same password hashes differently
+    assert sqlserver.check_password(lake, "alice", "same password")
+    assert not sqlserver.check_password(lake, "alice", "other password")
+    assert oct(sqlserver.password_file(lake).stat().st_mode & 0o777) == "0o600"
+    assert sqlserver.remove_user(lake, "bob") and sqlserver.users(lake) == ["alice"]
+    with pytest.raises(ValueError, match="not a valid name"):
+        sqlserver.add_user(lake, "eve:admin", "long enough")
+    with pytest.raises(ValueError, match="shorter than 8"):
+        sqlserver.add_user(lake, "carol", "short")
+
+
+def test_the_gate_is_built_from_source_by_make_setup():
+    makefile = (REPO / "Makefile").read_text()
+    assert "$(GATE_JAR)" in makefile.split("\nsetup:", 1)[1].splitlines()[0]
+    assert (REPO / "pipelines" / "query" / "gate" / "src" / "perflake" / "gate" / "Gate.java").exists()
+    assert "pipelines/query/gate/build/" in (REPO / ".gitignore").read_text()

@@ -167,6 +167,31 @@ def test_the_guard_rejects_writes_and_several_statements_and_the_table_survives(
     assert rows[0][0] == n_stats
 
 
+@pytest.mark.parametrize("query", [
+    "SELECT * FROM read_csv('/etc/hostname')",
+    "SELECT * FROM read_text('/etc/passwd')",
+    "SELECT * FROM 'https://example.invalid/x.parquet'",
+    "SELECT getenv('HOME')",
+])
+def test_duckdb_refuses_reads_outside_the_lake_in_one_sentence(published, query):
+    with pytest.raises(ValueError) as refused:
+        run_query(query, engine="duckdb", lake=published[0])
+    message = str(refused.value)
+    assert "\n" not in message and "Traceback" not in message
+    assert "/etc/hostname" not in message or "refused" in message or "could not run" in message
+
+
+def test_the_cli_answers_a_refusal_with_one_line_and_no_traceback(published, monkeypatch, capsys):
+    from pipelines.cli import main
+
+    monkeypatch.setenv("PERFLAKE_HOME", str(published[0].root))
+    assert main(["sql", "--engine", "duckdb", "SELECT * FROM read_csv('/etc/hostname')"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("perflake sql: DuckDB refused it") and err.count("\n") == 1
+    assert main(["sql", "--engine", "duckdb", "-v", "SELECT * FROM read_csv('/etc/hostname')"]) == 2
+    assert "Traceback" in capsys.readouterr().err
+
+
 def test_the_guard_ignores_keywords_inside_literals_and_comments():
     q = "SELECT 'drop; insert' AS note, `update` -- delete everything;\nFROM perf.cases;"
     assert check_read_only(q) == q.rstrip(";")

@@ -1,4 +1,6 @@
-"""The SQL server (Spark Thrift Server) over a lake: start, query through beeline, stop.
+"""The SQL server (Spark Thrift Server) over a lake: start, query through beeline (the
+gate refuses DDL and path reads), stop. The hostile corpus, authentication, the audit
+log and the bounds are in test_hostile_sql.py.
 
 It runs on a lake of its own: the embedded Derby metastore admits one process, and the
 test session's Spark already holds the shared test lake's."""
@@ -12,8 +14,9 @@ import pytest
 
 from kernels_bench.collectives import free_port
 
-from pipelines.query import server as sqlserver
+from pipelines.config import processes
 from pipelines.config.lake import Lake
+from pipelines.query import server as sqlserver
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +42,7 @@ def server_lake(tmp_path):
     sqlserver.stop(lake)
 
 
-def test_the_server_answers_sql_over_jdbc_and_stops_cleanly(server_lake):
+def test_the_server_answers_sql_over_jdbc_refuses_ddl_and_stops_cleanly(server_lake):
     port = free_port()
     st = sqlserver.start(server_lake, port=port, timeout_s=180)
     assert st.running and st.host == "127.0.0.1" and _listening(port)
@@ -47,21 +50,23 @@ def test_the_server_answers_sql_over_jdbc_and_stops_cleanly(server_lake):
     with pytest.raises(RuntimeError, match="already runs for this lake"):
         sqlserver.start(server_lake, port=free_port())
 
+    header, rows = sqlserver.query_via_beeline("SELECT count(*) AS n, sum(id) AS total FROM range(4)", port=port)
+    assert header == ["n", "total"] and rows == [["4", "6"]]
     location = (server_lake.root / "external" / "t").as_uri()
-    sqlserver.query_via_beeline("CREATE DATABASE IF NOT EXISTS perf", port=port)
-    sqlserver.query_via_beeline(f"CREATE TABLE perf.t USING parquet LOCATION '{location}'", port=port)
-    header, rows = sqlserver.query_via_beeline("SELECT count(*) AS n, sum(x) AS total FROM perf.t", port=port)
-    assert header == ["n", "total"] and rows == [["3", "12"]]
+    with pytest.raises(RuntimeError, match="perflake refused this statement: CREATE DATABASE"):
+        sqlserver.query_via_beeline("CREATE DATABASE IF NOT EXISTS perf", port=port)
+    with pytest.raises(RuntimeError, match="perflake refused this statement: reading .* by path"):
+        sqlserver.query_via_beeline(f"SELECT * FROM parquet.`{location}`", port=port)
 
     assert sqlserver.stop(server_lake) is True
     assert not _listening(port)
-    assert not sqlserver._alive(st.pid)
+    assert not processes.alive(st.pid)
     assert not sqlserver.status(server_lake).running
     assert sqlserver.stop(server_lake) is False
 
 
-def test_a_non_loopback_host_needs_an_explicit_allow(tmp_path):
-    with pytest.raises(ValueError, match="allow_remote"):
+def test_a_non_loopback_host_needs_users_to_authenticate(tmp_path):
+    with pytest.raises(ValueError, match="add-user"):
         sqlserver.start(Lake(tmp_path), host="0.0.0.0")
 
 
@@ -78,5 +83,7 @@ def test_the_cli_has_start_stop_and_status_on_loopback_by_default():
     from pipelines.cli import build_parser
 
     args = build_parser().parse_args(["sql-server", "start", "--port", "10001"])
-    assert (args.action, args.host, args.port, args.allow_remote) == ("start", "127.0.0.1", 10001, False)
+    assert (args.action, args.host, args.port) == ("start", "127.0.0.1", 10001)
+    args = build_parser().parse_args(["sql-server", "add-user", "alice"])
+    assert (args.action, args.name) == ("add-user", "alice")
     assert build_parser().parse_args(["sql-server", "status"]).func.__name__ == "_cmd_sql_server"

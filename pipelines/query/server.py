@@ -320,14 +320,18 @@ def _write_password_lines(lake: Lake, lines: list[str]) -> None:
 
 def query_via_jdbc(statements: list[str], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
                    user: str | None = None, password: str | None = None, timeout_s: float = 300.0,
-                   max_rows: int = 1000) -> list[dict]:
+                   max_rows: int = 1000, session_conf: dict[str, str] | None = None) -> list[dict]:
     """Send each statement, exactly as written, over one JDBC connection (Hive's own
     driver, through perflake.gate.SqlClient) and return one result per statement:
     {"ok": True, "columns": [...], "rows": [[str | None, ...], ...]} or
     {"ok": False, "error": "..."}. The password travels in a private temporary file,
-    never on a command line. Raises RuntimeError if the client itself fails."""
+    never on a command line. `session_conf` is sent in the URL as a client may (the
+    server refuses statements in a session whose settings differ from its own). Raises
+    RuntimeError if the client itself fails."""
     java = shutil.which("java") or str(Path(os.environ.get("JAVA_HOME", "/usr")) / "bin" / "java")
     url = f"jdbc:hive2://{_connect_host(host)}:{port}/default"
+    if session_conf:
+        url += "?" + ";".join(f"{k}={v}" for k, v in session_conf.items())
     with tempfile.TemporaryDirectory(prefix="perflake-jdbc-") as tmp:
         secret = ""
         if password is not None:

@@ -1,0 +1,393 @@
+"""A hostile user against every SQL endpoint: the JDBC server (one per module, with
+authentication), `perflake sql` on Spark (a session behind the gate, in a process of its
+own as the CLI runs it) and `perflake sql` on DuckDB.
+
+Every statement of the corpus must be refused with one sentence on every engine, the
+server must stay up, the lake's tables and files must stay as they were, and nothing
+outside the lake may be read: a canary file outside the lake holds a secret that must
+never appear in any answer. Loopback only; every wait is bounded.
+
+The lake is built by a subprocess with an ordinary Spark session (its embedded Derby
+metastore admits one process at a time: the builder, the Spark CLI run and the server
+take turns)."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kernels_bench.collectives import free_port
+from pipelines.config.lake import Lake
+from pipelines.query import server as sqlserver
+from pipelines.query.sql import REFUSAL_PREFIX, refusal_in
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+USER, PASSWORD = "analyst", "s3cret-" + secrets.token_hex(8)
+QUERY_TIMEOUT_S, MAX_ROWS = 20, 100
+DQ_ROWS = [("gemm", True), ("softmax", False), ("copy", True)]
+
+# (statement, Spark's own parser refuses it before the gate sees a plan). {canary} is a
+# file outside the lake holding a secret, {outside} its folder, {marker} a path that must
+# never be created, {warehouse} the lake's warehouse.
+CORPUS: list[tuple[str, bool]] = [
+    # writes
+    ("DROP TABLE perf.dq_results", False),
+    ("drop table perf.dq_results", False),
+    ("DROP TABLE IF EXISTS perf.samples PURGE", False),
+    ("TRUNCATE TABLE perf.dq_results", False),
+    ("INSERT INTO perf.dq_results VALUES ('evil', true)", False),
+    ("INSERT OVERWRITE TABLE perf.dq_results SELECT * FROM perf.dq_results WHERE false", False),
+    ("DELETE FROM perf.dq_results", False),
+    ("UPDATE perf.dq_results SET success = false", False),
+    ("MERGE INTO perf.dq_results t USING perf.dq_results s ON t.suite = s.suite WHEN MATCHED THEN DELETE", False),
+    ("INSERT OVERWRITE DIRECTORY '{marker}' USING parquet SELECT * FROM perf.dq_results", False),
+    ("INSERT OVERWRITE LOCAL DIRECTORY '{marker}' SELECT * FROM perf.dq_results", False),
+    ("LOAD DATA LOCAL INPATH '{canary}' INTO TABLE perf.dq_results", False),
+    ("FROM perf.dq_results INSERT INTO perf.dq_results SELECT *", False),
+    # DDL
+    ("CREATE TABLE perf.evil (x INT) USING parquet", False),
+    ("CREATE TABLE perf.evil USING text LOCATION '{outside}'", False),
+    ("CREATE TABLE perf.evil AS SELECT * FROM perf.dq_results", False),
+    ("ALTER TABLE perf.dq_results RENAME TO perf.dq_old", False),
+    ("ALTER TABLE perf.dq_results SET LOCATION '{outside}'", False),
+    ("ALTER TABLE perf.dq_results ADD COLUMNS (evil STRING)", False),
+    ("ALTER TABLE perf.dq_results SET TBLPROPERTIES ('owner' = 'evil')", True),
+    ("ALTER TABLE perf.dq_results SET TBLPROPERTIES ('note' = 'evil')", False),
+    ("CREATE DATABASE evil", False),
+    ("DROP DATABASE perf CASCADE", False),
+    ("MSCK REPAIR TABLE perf.dq_results", False),
+    ("ANALYZE TABLE perf.dq_results COMPUTE STATISTICS", False),
+    ("CACHE TABLE perf.dq_results", False),
+    ("UNCACHE TABLE perf.dq_results", False),
+    ("CLEAR CACHE", False),
+    ("REFRESH TABLE perf.dq_results", False),
+    ("COMMENT ON TABLE perf.dq_results IS 'pwned'", False),
+    # views
+    ("CREATE VIEW perf.v_evil AS SELECT * FROM text.`{canary}`", False),
+    ("CREATE OR REPLACE TEMPORARY VIEW dq AS SELECT * FROM perf.dq_results", False),
+    ("CREATE GLOBAL TEMPORARY VIEW dq AS SELECT 1 AS x", False),
+    ("ALTER VIEW perf.v_ok AS SELECT * FROM default.other", False),
+    ("DROP VIEW perf.v_ok", False),
+    # files and the environment
+    ("SELECT * FROM text.`{canary}`", False),
+    ("SELECT * FROM TEXT.`{canary}`", False),
+    ("SELECT * FROM csv.`file://{canary}`", False),
+    ("SELECT * FROM json.`{outside}`", False),
+    ("SELECT * FROM binaryFile.`{canary}`", False),
+    ("SELECT * FROM `org.apache.spark.sql.execution.datasources.text.TextFileFormat`.`{canary}`", False),
+    ("SELECT * FROM parquet.`{warehouse}/dq_results`", False),
+    ("SELECT * FROM (SELECT * FROM text.`{canary}`) t", False),
+    ("SELECT * FROM perf.dq_results WHERE EXISTS (SELECT * FROM csv.`{canary}`)", False),
+    ("SELECT in_file('x', '{canary}')", False),
+    ("SELECT * FROM read_csv('{canary}')", False),
+    ("SELECT * FROM read_text('{canary}')", False),
+    ("SELECT * FROM default.other", False),
+    ("SELECT * FROM spark_catalog.default.other", False),
+    ("SELECT (SELECT count(*) FROM default.other) AS n", False),
+    ("SELECT java_method('java.lang.System', 'getenv', 'HOME')", False),
+    ("SELECT xpath_string('<!DOCTYPE a [<!ENTITY x SYSTEM \"file://{canary}\">]><a>&x;</a>', '/a')", False),
+    ("SELECT from_xml('<a>1</a>', 'a INT')", False),
+    # JVM reflection and code
+    ("SELECT reflect('java.lang.System', 'exit', 3)", False),
+    ("SELECT REFLECT('java.lang.System', 'exit', 3)", False),
+    ("SELECT `reflect`('java.lang.System', 'exit', 3)", False),
+    ("SELECT try_reflect('java.lang.System', 'getProperty', 'user.home')", False),
+    ("SELECT system.builtin.reflect('java.lang.System', 'exit', 3)", False),
+    ("SELECT * FROM perf.dq_results WHERE suite = reflect('java.lang.System', 'getenv', 'HOME')", False),
+    ("SELECT * FROM perf.dq_results LATERAL VIEW explode(array(reflect('java.lang.System', 'exit', 3))) t AS r",
+     False),
+    ("WITH x AS (SELECT reflect('java.lang.System', 'exit', 3) AS r) SELECT * FROM x", False),
+    ("SELECT suite FROM perf.dq_results UNION ALL SELECT java_method('java.lang.System', 'getenv', 'PATH')", False),
+    ("SELECT TRANSFORM(suite) USING 'touch {marker}' FROM perf.dq_results", False),
+    ("SELECT TRANSFORM(suite) USING 'cat' AS (s STRING) FROM perf.dq_results", False),
+    ("CREATE TEMPORARY FUNCTION evil AS 'org.apache.hadoop.hive.ql.udf.generic.GenericUDFReflect'", False),
+    ("CREATE FUNCTION perf.evil AS 'x.Evil' USING JAR '{outside}/evil.jar'", False),
+    ("ADD JAR {outside}/evil.jar", False),
+    ("ADD FILE {canary}", False),
+    ("ADD ARCHIVE {outside}/evil.zip", False),
+    ("LIST FILES", False),
+    ("LIST JARS", False),
+    # configuration
+    ("SET spark.sql.runSQLOnFiles=true", False),
+    ("SET spark.sql.thriftServer.queryTimeout=0", False),
+    ("SET spark.sql.thriftserver.scheduler.pool=default", False),
+    ("SET spark.perflake.gate.maxRows=1000000000", False),
+    ("SET spark.sql.optimizer.excludedRules=perflake", False),
+    ("SET -v", False),
+    ("set", False),
+    ("RESET", False),
+    ("RESET spark.sql.runSQLOnFiles", False),
+    ("DECLARE VARIABLE evil INT DEFAULT 1", False),
+    ("USE evil_db", False),
+    # multiple statements, comments, scripts
+    ("SELECT 1; DROP TABLE perf.dq_results", True),
+    ("SELECT 1 -- a comment\n; DROP TABLE perf.dq_results", True),
+    ("/* SELECT */ DROP TABLE perf.dq_results", False),
+    ("SELECT 'a\\'; DROP TABLE perf.dq_results; --'", True),
+    ("SELECT 1 /* ; */ ; DROP TABLE perf.dq_results", True),
+    ("/* nested /* */ DROP TABLE perf.dq_results */ SELECT 1", False),
+    ("BEGIN DROP TABLE perf.dq_results; END", True),
+    ("EXECUTE IMMEDIATE 'DROP TABLE perf.dq_results'", False),
+    ("EXECUTE IMMEDIATE 'SELECT reflect(''java.lang.System'', ''exit'', 3)'", False),
+    ("EXPLAIN DROP TABLE perf.dq_results", False),
+    ("EXPLAIN SELECT * FROM text.`{canary}`", False),
+    ("EXPLAIN SELECT reflect('java.lang.System', 'exit', 3)", False),
+    # case, whitespace, unicode
+    ("DrOp\tTaBlE\n  perf.dq_results", False),
+    ("\u00a0DROP TABLE perf.dq_results", True),
+    ("DROP TABLE perf.`dq_results`", False),
+    ("SELECT ｒｅｆｌｅｃｔ('java.lang.System', 'exit', 3)", True),
+    ("ＤＲＯＰ TABLE perf.dq_results", True),
+    ("SELECT * FROM text.`{canary_unicode}`", False),
+    # CTEs and subqueries hiding a write
+    ("WITH x AS (SELECT 1) INSERT INTO perf.dq_results SELECT 'z', true", False),
+    ("WITH x AS (SELECT * FROM csv.`{canary}`) SELECT * FROM perf.dq_results", False),
+    ("SELECT * FROM perf.dq_results WHERE suite IN (SELECT value FROM text.`{canary}`)", False),
+]
+
+
+def _fill(sql: str, paths: dict[str, str]) -> str:
+    for k, v in paths.items():
+        sql = sql.replace("{" + k + "}", v)
+    return sql
+
+
+def _build_lake(root: str) -> None:
+    """Runs in a subprocess: tables perf.dq_results and perf.samples at their warehouse
+    paths, a view perf.v_ok, and default.other outside perf."""
+    from pipelines.warehouse.session import get_spark
+
+    lake = Lake(Path(root))
+    spark = get_spark(lake)
+    for name, cols in (("dq_results", "suite STRING, success BOOLEAN"), ("samples", "run_id STRING, latency_ns BIGINT")):
+        spark.sql(f"CREATE TABLE perf.{name} ({cols}) USING parquet LOCATION '{lake.table_path(name).as_uri()}'")
+    values = ", ".join(f"('{s}', {str(ok).lower()})" for s, ok in DQ_ROWS)
+    spark.sql(f"INSERT INTO perf.dq_results VALUES {values}")
+    spark.sql("INSERT INTO perf.samples VALUES ('r1', 100), ('r1', 101)")
+    spark.sql("CREATE VIEW perf.v_ok AS SELECT suite FROM perf.dq_results")
+    spark.sql("CREATE TABLE default.other (x INT) USING parquet")
+    spark.sql("INSERT INTO default.other VALUES (42)")
+    spark.stop()
+
+
+def _run_spark_cli(root: str, statements_file: str) -> None:
+    """Runs in a subprocess: every statement through `perflake sql --engine spark` (the
+    CLI's main, one JVM for all), printing one JSON line per statement."""
+    from pipelines.cli import main
+
+    os.environ["PERFLAKE_HOME"] = root
+    for sql in json.loads(Path(statements_file).read_text()):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["sql", "--engine", "spark", sql])
+        print("RESULT " + json.dumps({"code": code, "out": out.getvalue(), "err": err.getvalue()}), flush=True)
+
+
+def _subprocess(code: str, *args: str, timeout: float) -> str:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def _snapshot(lake: Lake) -> dict[str, str]:
+    """Every file under the warehouse with its content hash."""
+    return {str(p.relative_to(lake.root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(lake.warehouse.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    """The lake, the paths the corpus names, each engine's answers, and the running
+    server (stopped at the end, pass or fail)."""
+    base = tmp_path_factory.mktemp("hostile")
+    lake = Lake(base / "lake")
+    outside = base / "outside"
+    outside.mkdir()
+    secret = "CANARY-" + secrets.token_hex(12)
+    (outside / "secret.txt").write_text(secret + "\n")
+    (outside / "geheim-ü.txt").write_text(secret + "\n")
+    paths = {"canary": str(outside / "secret.txt"), "canary_unicode": str(outside / "geheim-ü.txt"),
+             "outside": str(outside), "marker": str(base / "pwned"), "warehouse": str(lake.warehouse)}
+    statements = [_fill(sql, paths) for sql, _ in CORPUS]
+
+    _subprocess(f"from tests.test_hostile_sql import _build_lake; _build_lake({str(lake.root)!r})", timeout=300)
+    before = _snapshot(lake)
+    stmts_file = base / "statements.json"
+    stmts_file.write_text(json.dumps(statements))
+    out = _subprocess(f"from tests.test_hostile_sql import _run_spark_cli; "
+                      f"_run_spark_cli({str(lake.root)!r}, {str(stmts_file)!r})", timeout=600)
+    spark_cli = [json.loads(ln[len("RESULT "):]) for ln in out.splitlines() if ln.startswith("RESULT ")]
+
+    sqlserver.add_user(lake, USER, PASSWORD)
+    port = free_port()
+    st = sqlserver.start(lake, port=port, timeout_s=300, query_timeout_s=QUERY_TIMEOUT_S, max_rows=MAX_ROWS)
+    try:
+        jdbc = dict(port=port, user=USER, password=PASSWORD, timeout_s=300)
+        warm = sqlserver.query_via_jdbc(["SELECT count(*) FROM perf.dq_results"], **jdbc)
+        assert warm[0]["ok"], warm
+        answers = sqlserver.query_via_jdbc(statements, **jdbc)
+        yield dict(lake=lake, base=base, secret=secret, paths=paths, statements=statements, before=before,
+                   spark_cli=spark_cli, jdbc=answers, server=st, conn=jdbc)
+    finally:
+        sqlserver.stop(lake)
+
+
+def _ids():
+    return [f"{i:02d}-" + "".join(c if c.isalnum() else "_" for c in sql[:40]) for i, (sql, _) in enumerate(CORPUS)]
+
+
+@pytest.mark.parametrize("i", range(len(CORPUS)), ids=_ids())
+def test_jdbc_refuses_each_hostile_statement_with_one_sentence(hostile, i):
+    answer = hostile["jdbc"][i]
+    assert not answer["ok"], (hostile["statements"][i], answer)
+    native = CORPUS[i][1]
+    if not native:  # the gate's own sentence, naming what and why
+        sentence = refusal_in(answer["error"])
+        assert sentence and sentence.startswith(REFUSAL_PREFIX) and "\n" not in sentence, answer["error"][:500]
+    assert hostile["secret"] not in answer["error"]
+
+
+@pytest.mark.parametrize("i", range(len(CORPUS)), ids=_ids())
+def test_the_spark_cli_refuses_each_hostile_statement_with_one_line(hostile, i):
+    result = hostile["spark_cli"][i]
+    assert result["code"] == 2 and result["out"] == "", (hostile["statements"][i], result)
+    err = result["err"].strip()
+    assert err.startswith("perflake sql: ") and "\n" not in err and "Traceback" not in err, err[:800]
+    assert hostile["secret"] not in err
+
+
+@pytest.mark.parametrize("i", range(len(CORPUS)), ids=_ids())
+def test_the_duckdb_cli_refuses_each_hostile_statement_with_one_line(hostile, i, monkeypatch, capsys):
+    from pipelines.cli import main
+
+    monkeypatch.setenv("PERFLAKE_HOME", str(hostile["lake"].root))
+    code = main(["sql", "--engine", "duckdb", hostile["statements"][i]])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "", (hostile["statements"][i], out, err)
+    err = err.strip()
+    assert err.startswith("perflake sql: ") and "\n" not in err and "Traceback" not in err, err[:800]
+    assert hostile["secret"] not in err
+
+
+def test_after_the_corpus_the_server_answers_and_the_lake_is_unchanged(hostile):
+    lake = hostile["lake"]
+    answers = sqlserver.query_via_jdbc(["SELECT suite, success FROM perf.dq_results ORDER BY suite",
+                                        "SHOW TABLES IN perf", "SELECT count(*) FROM perf.samples"], **hostile["conn"])
+    assert all(a["ok"] for a in answers), answers
+    assert sorted(answers[0]["rows"]) == sorted([s, str(ok).lower()] for s, ok in DQ_ROWS)
+    assert {r[1] for r in answers[1]["rows"]} == {"dq_results", "samples", "v_ok"}
+    assert answers[2]["rows"] == [["2"]]
+    assert sqlserver.status(lake).running
+    assert _snapshot(lake) == hostile["before"]
+    assert not Path(hostile["paths"]["marker"]).exists()
+    assert not (hostile["base"] / "outside" / "evil.jar").exists()
+
+
+def test_a_legitimate_query_still_runs_on_every_engine(hostile, monkeypatch, capsys):
+    from pipelines.cli import main
+
+    q = "SELECT suite FROM perf.v_ok WHERE suite IN (SELECT suite FROM perf.dq_results WHERE success) ORDER BY suite"
+    answer = sqlserver.query_via_jdbc([q], **hostile["conn"])[0]
+    assert answer["ok"] and answer["rows"] == [["copy"], ["gemm"]], answer
+    monkeypatch.setenv("PERFLAKE_HOME", str(hostile["lake"].root))
+    assert main(["sql", "--engine", "duckdb", "--format", "csv",
+                 "SELECT suite FROM perf.dq_results WHERE success ORDER BY suite"]) == 0
+    assert capsys.readouterr().out.split() == ["suite", "copy", "gemm"]
+
+
+def test_settings_sent_when_connecting_cannot_reopen_path_reads(hostile):
+    for conf in ({"spark.sql.runSQLOnFiles": "true"}, {"spark.sql.thriftServer.queryTimeout": "0"}):
+        answer = sqlserver.query_via_jdbc([f"SELECT * FROM text.`{hostile['paths']['canary']}`",
+                                           "SELECT count(*) FROM perf.dq_results"],
+                                          session_conf=conf, **hostile["conn"])
+        assert not answer[0]["ok"] and hostile["secret"] not in answer[0]["error"]
+        assert not answer[1]["ok"] and "configuration" in refusal_in(answer[1]["error"]), answer[1]
+
+
+# --- authentication and audit --------------------------------------------------------
+
+def test_wrong_or_missing_passwords_are_refused_and_audited(hostile):
+    conn = {**hostile["conn"]}
+    for user, password in ((USER, "wrong-password"), (USER, None), ("mallory", PASSWORD)):
+        answer = sqlserver.query_via_jdbc(["SELECT 1"], **{**conn, "user": user, "password": password})[0]
+        assert not answer["ok"] and "login" in answer["error"].lower(), answer
+    audit = sqlserver.audit_log(hostile["lake"]).read_text()
+    assert 'login-refused user="mallory"' in audit
+
+
+def test_the_audit_log_names_the_user_of_every_statement_and_no_secret(hostile):
+    lake = hostile["lake"]
+    audit = sqlserver.audit_log(lake).read_text()
+    queries = [ln for ln in audit.splitlines() if " query " in ln]
+    assert len(queries) >= len(CORPUS)
+    assert all(f'user="{USER}"' in ln for ln in queries)
+    assert 'statement="DROP TABLE perf.dq_results"' in audit
+    assert any(ln.split()[1] == "refused" and f'user="{USER}"' in ln and REFUSAL_PREFIX in ln
+               for ln in audit.splitlines())
+    for text in (audit, sqlserver.log_file(lake).read_text(errors="replace"),
+                 sqlserver.properties_file(lake).read_text(), sqlserver.password_file(lake).read_text()):
+        assert PASSWORD not in text
+    assert oct(sqlserver.password_file(lake).stat().st_mode & 0o777) == "0o600"
+
+
+def test_no_secret_on_the_servers_command_line(hostile):
+    from pipelines.config import processes
+
+    cmdline = processes.cmdline(hostile["server"].pid).decode(errors="replace")
+    assert "hive.server2.authentication=CUSTOM" in cmdline
+    assert PASSWORD not in cmdline and "ConnectionPassword" not in cmdline
+
+
+# --- bounded statements --------------------------------------------------------------
+
+def test_results_are_capped_at_max_rows(hostile):
+    answer = sqlserver.query_via_jdbc(["SELECT id FROM range(100000)"], **{**hostile["conn"]}, max_rows=10 ** 6)[0]
+    assert answer["ok"] and len(answer["rows"]) == MAX_ROWS
+
+
+def test_a_heavy_query_times_out_while_a_light_one_is_answered(hostile):
+    """Thousands of small tasks: the FAIR pool lets the light statement's tasks in
+    between; the heavy one is cancelled at the statement timeout; the server stays up."""
+    heavy = "SELECT count(*) FROM range(0, 100000000000, 1, 20000) a WHERE a.id % 7 = 3"
+    result: dict = {}
+
+    def run_heavy():
+        t0 = time.monotonic()
+        result["answer"] = sqlserver.query_via_jdbc([heavy], **hostile["conn"])[0]
+        result["seconds"] = time.monotonic() - t0
+
+    thread = threading.Thread(target=run_heavy)
+    thread.start()
+    time.sleep(5)
+    t0 = time.monotonic()
+    light = sqlserver.query_via_jdbc(["SELECT count(*) FROM perf.dq_results"], **hostile["conn"])[0]
+    light_s = time.monotonic() - t0
+    thread.join(timeout=QUERY_TIMEOUT_S + 120)
+    assert not thread.is_alive()
+    assert light["ok"] and light["rows"] == [["3"]]
+    assert "seconds" in result and light_s < result["seconds"], (light_s, result)
+    assert not result["answer"]["ok"] and "timed out" in result["answer"]["error"].lower(), result
+    assert result["seconds"] < QUERY_TIMEOUT_S + 60
+    assert sqlserver.query_via_jdbc(["SELECT 1"], **hostile["conn"])[0]["rows"] == [["1"]]
+    assert "timed-out" in sqlserver.audit_log(hostile["lake"]).read_text()
+
+
+def test_a_query_that_exhausts_memory_fails_alone(hostile):
+    answers = sqlserver.query_via_jdbc(["SELECT length(repeat('x', 2000000000))", "SELECT 1"], **hostile["conn"])
+    assert not answers[0]["ok"]
+    assert answers[1]["ok"] and answers[1]["rows"] == [["1"]]
+    assert sqlserver.status(hostile["lake"]).running
