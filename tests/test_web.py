@@ -165,3 +165,22 @@ def test_a_night_published_while_the_app_runs_shows_up_without_a_restart(bench, 
         assert time.monotonic() < deadline, "the new night never showed"
         time.sleep(0.2)
     reader.close()
+
+
+def test_mounted_under_a_prefix_as_airflow_mounts_it_every_link_keeps_the_prefix(bench, monkeypatch):
+    from fastapi import FastAPI
+
+    monkeypatch.setenv("PERFLAKE_HOME", str(bench["lake"].root))
+    from pipelines.web.plugin import URL_PREFIX, PerflakeWebPlugin
+
+    (spec,) = PerflakeWebPlugin.fastapi_apps
+    assert spec["url_prefix"] == URL_PREFIX == "/perflake"
+    assert PerflakeWebPlugin.external_views[0]["href"] == "/perflake/"
+    parent = FastAPI()  # the Airflow API server mounts each plugin app like this
+    parent.mount(URL_PREFIX, create_app(bench["lake"]))
+    with TestClient(parent) as c:
+        r = c.get(f"{URL_PREFIX}/explorer", params={"kernel": "copy"})
+        assert r.status_code == 200
+        links = re.findall(r'(?:href|src|action)="(/[^"]*)"', r.text)
+        assert links and all(link.startswith(f"{URL_PREFIX}/") for link in links), links
+        assert c.get(f"{URL_PREFIX}/static/app.js").status_code == 200
