@@ -68,6 +68,14 @@ class Console:
         return time.monotonic() - self.started
 
 
+def quiet_exit() -> None:
+    """py4j logs the Spark gateway's shutdown at exit, after the console is back on the
+    terminal: not a step of the run."""
+    import logging
+
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
 def duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 100 else f"{int(seconds) // 60} min {int(seconds) % 60:02d} s"
 

@@ -16,7 +16,7 @@ import time
 
 from pipelines.config.lake import Lake
 from pipelines.orchestration.airflow_env import DAGS_DIR, prepare_airflow, sync_pools
-from pipelines.orchestration.console import Console, TaskLines, duration, log_path
+from pipelines.orchestration.console import Console, TaskLines, duration, log_path, quiet_exit
 
 DEMO_QUERY = ("SELECT kernel, dtype, params['m'] AS m, params['n'] AS n, params['k'] AS k, "
               "round(median_ns / 1000, 1) AS median_us, round(tflops * 1000, 1) AS gflops, n_kept, stable "
@@ -53,6 +53,13 @@ class SparkWarmup:
         t0 = time.monotonic()
         try:
             get_spark(self.lake)
+            # The mine task's own modules (Great Expectations takes seconds to import):
+            # imported here, they are ready when the task starts.
+            import great_expectations  # noqa: F401
+
+            import jobs.mine  # noqa: F401
+            import pipelines.projection.roofline  # noqa: F401
+            import pipelines.report.nightly  # noqa: F401
         except BaseException as e:  # re-raised by wait(), in the caller's thread
             self.error = e
         self.seconds = time.monotonic() - t0
@@ -120,4 +127,5 @@ def run_demo(lake: Lake, logical_date: datetime.datetime | None = None, conf: di
         out.say("  make demo-history   weeks of SIMULATED nights on two GPU pools: regressions, triage, projections")
         out.say("  perflake info       what the lake holds (pools, GPUs, nights, tables)")
         out.say(f"demo took {duration(out.elapsed())}")
+        quiet_exit()
         return 0 if rows else 1

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.config.lake import Lake
-from pipelines.orchestration.console import Console, duration, log_path
+from pipelines.orchestration.console import Console, duration, log_path, quiet_exit
 
 POOLS = {"sim-h100": "H100-SXM5-80GB", "sim-h200": "H200-SXM-141GB"}
 NIGHTS = 21
@@ -224,7 +224,9 @@ def run_history(lake: Lake, *, nights_count: int = NIGHTS, backfill: int = BACKF
                         f"~{duration(left)} left)")
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        return _finish(lake, out, dates, spark, samples, ev)
+        status = _finish(lake, out, dates, spark, samples, ev)
+        quiet_exit()
+        return status
 
 
 def _tmp(lake: Lake) -> Path:
