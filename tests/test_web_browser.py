@@ -57,8 +57,9 @@ def history(spark, lake, tmp_path_factory):
     results = read_landed(spark, [f for dt in NIGHTS for f in landed_files(lake, "case_results", dt, [POOL])],
                           CASE_RESULTS)
     catalog.replace_by_key(spark, lake, _cases(latest_attempt(results.drop("_source"))), CASES)
-    update_history(spark, lake)
-    update_regressions(spark, lake, now=at(NIGHTS[-1]))
+    # As the last night's mine: only this pool's series (the session's lake holds other tests' pools too).
+    update_history(spark, lake, night=NIGHTS[-1], pools=[POOL])
+    update_regressions(spark, lake, now=at(NIGHTS[-1]), night=NIGHTS[-1], pools=[POOL])
     return {"runs": [f"web-{dt}-{POOL}" for dt in NIGHTS]}
 
 

@@ -23,6 +23,20 @@ def newest_nights(reader: Reader, as_of: str | None) -> list[dict]:
                        "WHERE ? IS NULL OR dt <= ? GROUP BY pool ORDER BY dt DESC, pool", [as_of, as_of])
 
 
+def night_before(reader: Reader, as_of: str | None) -> dict[str, dict]:
+    """pool -> {"a": a run of the night before its newest, "b": a run of its newest}: the
+    overview links each pool's newest night to its comparison with the night before."""
+    if not reader.has("runs"):
+        return {}
+    rows = reader.rows("SELECT pool, dt, max(run_id) AS run_id, dense_rank() OVER (PARTITION BY pool ORDER BY dt DESC) "
+                       "AS rank FROM perf.runs WHERE ? IS NULL OR dt <= ? GROUP BY pool, dt QUALIFY rank <= 2",
+                       [as_of, as_of])
+    out: dict[str, dict] = {}
+    for r in rows:
+        out.setdefault(r["pool"], {})["b" if r["rank"] == 1 else "a"] = r["run_id"]
+    return {pool: pair for pool, pair in out.items() if len(pair) == 2}
+
+
 def coverage(reader: Reader, nights: list[dict]) -> list[dict]:
     """Per pool's newest night: cases by status (latest attempt) and unstable ones."""
     if not nights or not reader.has("case_stats"):
@@ -80,4 +94,5 @@ def overview(request: Request, date: str | None = None):
     today = as_of or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     return page(request, "overview.html", current="overview", as_of=as_of, newest=newest, nights=nights,
                 missing=missing, coverage=coverage(reader, nights), changes=open_changes(reader, as_of),
-                unstable=unstable_cases(reader, nights), overdue=overdue(reader, today), today=today)
+                unstable=unstable_cases(reader, nights), overdue=overdue(reader, today), today=today,
+                pairs=night_before(reader, as_of))
