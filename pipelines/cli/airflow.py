@@ -12,7 +12,7 @@ def register(sub) -> None:
 
     p = sub.add_parser("demo-history", help="land and mine weeks of SIMULATED nights on two simulated GPU pools")
     p.add_argument("--nights", type=int, default=None, help="how many nights (default 21)")
-    p.add_argument("--backfill", type=int, default=None, help="nights of the new GPU's backfill (default 7)")
+    p.add_argument("--backfill", type=int, default=None, help="nights of the new GPU's backfill (default 4)")
     p.set_defaults(func=_cmd_demo_history)
 
     p = sub.add_parser("pools", help="create or update the Airflow pools from the pool registry")
