@@ -27,6 +27,7 @@ import csv
 import datetime
 import io
 import json
+import logging
 import re
 from decimal import Decimal
 
@@ -233,6 +234,8 @@ def gated_session(lake: Lake):
         builder = builder.config(k, v)
     spark = builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    # PySpark logs a failed query's context as JSON on stderr; the CLI says it in one line.
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     return spark
 
 

@@ -73,7 +73,8 @@ public final class Gate {
         "xpath", "xpath_boolean", "xpath_double", "xpath_float", "xpath_int", "xpath_long", "xpath_number",
         "xpath_short", "xpath_string", "from_xml", "schema_of_xml"));
     private static final Set<String> FILE_FUNCTIONS = new HashSet<>(Arrays.asList(
-        "in_file", "read_files", "input_file_read"));
+        "in_file", "read_files", "read_csv", "read_json", "read_text", "read_parquet", "read_blob", "read_orc",
+        "read_avro", "read_xml", "glob"));
 
     /** Session settings that the Thrift server itself gives every session (output formats). */
     private static final Set<String> FREE_SETTINGS = new HashSet<>(Arrays.asList(
