@@ -75,14 +75,15 @@ def roofline_page(request: Request, sku: str | None = None, date: str | None = N
     sku, as_of = params.name(sku, "sku"), params.date(date)
     reader: Reader = request.app.state.reader
     known = skus(reader)
-    if sku is None and known:
-        measured_skus = [r["gpu_sku"] for r in reader.rows(
-            "SELECT gpu_sku, count(*) AS n FROM perf.series WHERE gpu_sku IS NOT NULL GROUP BY gpu_sku "
-            "ORDER BY n DESC, gpu_sku LIMIT 1")] if reader.has("series") else []
-        sku = (measured_skus or known)[0]
+    measured_skus = [r["gpu_sku"] for r in reader.rows(
+        "SELECT gpu_sku, count(*) AS n FROM perf.series WHERE gpu_sku IS NOT NULL GROUP BY gpu_sku "
+        "ORDER BY n DESC, gpu_sku")] if reader.has("series") else []
+    if sku is None:  # the most measured GPU with roofs, else any
+        sku = next((s for s in measured_skus if s in known), (known or measured_skus or [None])[0])
     hw = hardware(reader, sku) if sku else None
-    if sku and hw is None and sku not in known:
-        raise params.NotFound(f"no GPU {sku!r} in perf.hardware or perf.projections")
+    if sku and hw is None and sku not in known and sku not in measured_skus:
+        raise params.NotFound(f"no GPU {sku!r} in perf.hardware, perf.projections or perf.series")
+    known = sorted(set(known) | set(measured_skus))
     night, points = measured(reader, sku, as_of) if sku else (None, [])
     proj = projections(reader, sku) if sku else []
     both = [p for p in proj if p["measured_ns"] and p["projected_ns"]]

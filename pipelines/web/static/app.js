@@ -68,8 +68,12 @@
     const steps = {};
     data.changes.forEach(c => { const i = firstAt(c.change_dt); if (i >= 0) (steps[cats[i]] = steps[cats[i]] || []).push(c); });
     const energy = pts.some(p => p.energy_per_call_j !== null);
-    const grids = energy ? [{ top: 30, height: '50%' }, { top: '64%', height: '13%' }, { top: '82%', height: '10%' }]
-                         : [{ top: 30, height: '62%' }, { top: '78%', height: '14%' }];
+    const efficiency = pts.some(p => p.pct_of_peak !== null);
+    // The history on top; % of roofline and energy per call below it, where measured.
+    const below = [efficiency && ['% of roofline', '% roof', p => p.pct_of_peak, '#1f8a4c'],
+                   energy && ['energy / call', 'J / call', p => p.energy_per_call_j, '#b7791f']].filter(Boolean);
+    const grids = [[{ top: 36, bottom: 60 }], [{ top: 36, height: '58%' }, { top: '74%', height: '12%' }],
+                   [{ top: 36, height: '48%' }, { top: '63%', height: '11%' }, { top: '80%', height: '9%' }]][below.length];
     const axes = grids.map((g, i) => ({ type: 'category', data: cats, gridIndex: i, axisLabel: { show: i === grids.length - 1 } }));
     const band = (name, lo, hi, stack, color) => [
       { name: name + ' low', type: 'line', data: pts.map(lo), stack, symbol: 'none', lineStyle: { opacity: 0 }, tooltip: { show: false } },
@@ -81,21 +85,21 @@
                               itemStyle: { color: COLORS[c.status] || '#333' } };
     }).filter(Boolean);
     const series = [
-      ...band('p10-p90', p => p.p10_ns, p => p.p90_ns, 'p', '#e6ecfa'),
+      ...band('p10-p90', p => p.p10_ns, p => p.p90_ns, 'p', '#dfe7fa'),
       ...band('95 % CI', p => p.median_ci_low_ns, p => p.median_ci_high_ns, 'ci', '#b9c8f0'),
       { name: 'median', type: 'line', data: pts.map(p => p.median_ns), symbolSize: 4, color: '#2f5fd0',
         markPoint: { symbol: 'pin', symbolSize: 44, label: { fontSize: 9, formatter: m => m.value.slice(0, 4) }, data: marks },
         markLine: { symbol: 'none', silent: false, lineStyle: { type: 'dashed', color: '#8a6d3b' }, label: { show: false },
                     data: Object.keys(prov).map(c => ({ xAxis: c, name: prov[c].join('; ') })) } },
-      { name: '% of roofline', type: 'line', xAxisIndex: 1, yAxisIndex: 1, data: pts.map(p => p.pct_of_peak), symbolSize: 3, color: '#1f8a4c' }];
-    if (energy) series.push({ name: 'energy / call', type: 'line', xAxisIndex: 2, yAxisIndex: 2,
-                              data: pts.map(p => p.energy_per_call_j), symbolSize: 3, color: '#b7791f' });
+      ...below.map(([name, , value, color], i) => ({ name, type: 'line', xAxisIndex: i + 1, yAxisIndex: i + 1,
+                                                    data: pts.map(value), symbolSize: 3, color }))];
+    series.forEach(s => { if (s.areaStyle) s.color = s.areaStyle.color; });
     chart.setOption({
       animation: false, grid: grids.map(g => ({ ...g, left: 70, right: 30 })), xAxis: axes,
       yAxis: [{ type: 'value', scale: true, gridIndex: 0, name: 'time / call', axisLabel: { formatter: ns } },
-              { type: 'value', scale: true, gridIndex: 1, name: '% roof' },
-              ...(energy ? [{ type: 'value', scale: true, gridIndex: 2, name: 'J / call' }] : [])],
-      dataZoom: [{ type: 'inside', xAxisIndex: axes.map((_, i) => i) }, { type: 'slider', xAxisIndex: axes.map((_, i) => i), top: 2, height: 18 }],
+              ...below.map(([, unit], i) => ({ type: 'value', scale: true, gridIndex: i + 1, name: unit, splitNumber: 2 }))],
+      dataZoom: [{ type: 'inside', xAxisIndex: axes.map((_, i) => i) },
+                 { type: 'slider', xAxisIndex: axes.map((_, i) => i), bottom: 4, height: 18 }],
       axisPointer: { link: [{ xAxisIndex: 'all' }] },
       tooltip: { trigger: 'axis', formatter: items => {
         const i = items[0].dataIndex, p = pts[i], c = cats[i];
@@ -108,7 +112,7 @@
           `${s.change_pct.toFixed(1)} % ${escapeHtml(s.status)}${s.cause ? ' (' + escapeHtml(s.cause) + ')' : ''}`; });
         if (prov[c]) html += '<br><b>software changed</b>: ' + prov[c].map(escapeHtml).join('<br>');
         return html; } },
-      legend: { top: 2, right: 10, data: ['median', '95 % CI', 'p10-p90'] },
+      legend: { top: 4, right: 10, data: ['median', '95 % CI', 'p10-p90'] },
       series });
     chart.on('click', e => { if (e.componentType === 'markPoint') location.hash = 'changes'; });
     ready('history-chart', { 'change-points': marks.length, 'provenance-changes': Object.keys(prov).length, points: pts.length });
@@ -117,14 +121,17 @@
   function histogram(data) {
     const chart = init('samples-chart');
     if (!chart || !data.samples.length) { ready('samples-chart', { samples: 0 }); return; }
-    const xs = data.samples.map(s => s[0]), lo = Math.min(...xs), hi = Math.max(...xs);
-    const bins = 40, width = (hi - lo) / bins || 1;
-    const counts = { kept: new Array(bins).fill(0), throttled: new Array(bins).fill(0), outlier: new Array(bins).fill(0) };
+    // Bins span the kept samples; slower flagged samples share one last bin, so that a
+    // far outlier does not squeeze the distribution into one bar.
+    const xs = data.samples.map(s => s[0]), kept = data.samples.filter(s => !s[1] && !s[2]).map(s => s[0]);
+    const lo = Math.min(...xs), hi = Math.max(...(kept.length ? kept : xs)), over = Math.max(...xs) > hi;
+    const bins = 40, width = (hi - lo) / bins || 1, n = bins + (over ? 1 : 0);
+    const counts = { kept: new Array(n).fill(0), throttled: new Array(n).fill(0), outlier: new Array(n).fill(0) };
     data.samples.forEach(([v, throttled, outlier]) => {
-      const b = Math.min(bins - 1, Math.floor((v - lo) / width));
+      const b = v > hi ? n - 1 : Math.min(bins - 1, Math.floor((v - lo) / width));
       counts[throttled ? 'throttled' : outlier ? 'outlier' : 'kept'][b] += 1;
     });
-    const cats = counts.kept.map((_, i) => ns(lo + (i + 0.5) * width));
+    const cats = counts.kept.map((_, i) => i < bins ? ns(lo + (i + 0.5) * width) : '> ' + ns(hi));
     chart.setOption({
       animation: false, grid: { left: 50, right: 20, top: 30, bottom: 40 }, legend: { top: 0 },
       tooltip: { trigger: 'axis' }, xAxis: { type: 'category', data: cats }, yAxis: { type: 'value', name: 'samples' },
