@@ -92,9 +92,9 @@ def _cmd_info(args) -> int:
         print(f"nights:  {n['count']} from {n['first']} to {n['last']}; {info['runs']} runs, "
               f"{info['samples']:,} samples")
         for p in info["pools"]:
-            label = " (SIMULATED)" if p["device_kind"] == "simulated" else ""
-            print(f"  {p['pool']:<10} {p['gpu_sku']:<16} {p['device_kind']}{label}: {p['nights']} nights, "
-                  f"{p['runs']} runs")
+            kind = "SIMULATED" if p["device_kind"] == "simulated" else p["device_kind"]
+            print(f"  {p['pool']:<10} {p['gpu_sku']:<16} {kind}: {p['nights']} night{'s' * (p['nights'] != 1)}, "
+                  f"{p['runs']} run{'s' * (p['runs'] != 1)}")
         if info["regressions"]:
             print("changes: " + ", ".join(f"{n} {s}" for s, n in info["regressions"].items())
                   + "  (perflake regressions, perflake triage list)")
