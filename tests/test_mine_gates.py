@@ -79,7 +79,8 @@ def snapshot(spark) -> dict:
                      f"GROUP BY pool, run_id, attempt ORDER BY pool, run_id, attempt"),
         "runs": q(f"SELECT pool, run_id, attempt FROM perf.runs WHERE dt = '{DT}' ORDER BY pool, run_id"),
         "dq": {r["batch"]: r for r in q(f"SELECT * FROM perf.dq_results WHERE dt = '{DT}'")},
-        "quarantine": q(f"SELECT reason, record FROM perf.quarantine WHERE dt = '{DT}' AND stage = 'mine'"),
+        "quarantine": q(f"SELECT reason, record FROM perf.quarantine WHERE dt = '{DT}' AND stage = 'mine'")
+        if spark.catalog.tableExists("perf.quarantine") else [],
     }
 
 
@@ -135,7 +136,7 @@ def stats_of(snap: dict, pool: str) -> list[tuple]:
 
 def test_ingested_results_are_mined_into_case_stats(mined):
     rc, report = mined["ingest"]
-    assert rc == 1 and [s["samples"] for s in report["landed"]] == [298]  # 1: rows were set aside
+    assert rc == 1 and [s["samples"] for s in report["landed"]] == [296]  # 1: rows were set aside
     assert mined["mine1"][0] == 0
     assert [(r, a, n) for r, a, n, _ in stats_of(mined[1], "dq7-a")] == [("g7-a1", 1, 148), ("g7-a1", 1, 148)]
     assert mined[1]["samples"] == [{"pool": "dq7-a", "run_id": "g7-a1", "attempt": 1, "c": 296}]
@@ -143,12 +144,13 @@ def test_ingested_results_are_mined_into_case_stats(mined):
 
 def test_nan_inf_negative_and_zero_latencies_are_set_aside_with_their_reason_and_the_rest_publish(mined):
     _, report = mined["ingest"]
-    not_finite = sorted(i["reason"] for i in report["issues"])
-    assert len(not_finite) == 2 and all("(field latency_ns): not finite" in r for r in not_finite)
-    assert [r.split(":")[0] for r in not_finite] == ["row 153", "row 3"]  # inf in case 1, NaN in case 0
-    reasons = sorted(r["reason"] for r in mined[1]["quarantine"])
-    assert reasons == ["latency_ns is not positive: -5", "latency_ns is not positive: 0"]
-    assert all(json.loads(r["record"])["run_id"] == "g7-a1" for r in mined[1]["quarantine"])
+    # Impossible values are set aside at ingest, row by row with the field (#25), so the
+    # mine finds nothing more to quarantine.
+    reasons = {i["reason"].split(":")[0]: i["reason"] for i in report["issues"]}
+    assert sorted(reasons) == ["row 153", "row 154", "row 3", "row 4"]  # inf, 0 in case 1; NaN, -5 in case 0
+    assert all("(field latency_ns)" in r for r in reasons.values())
+    assert "not finite" in reasons["row 3"] and "not positive" in reasons["row 4"]
+    assert mined[1]["quarantine"] == []
     medians = [m for *_, m in stats_of(mined[1], "dq7-a")]
     assert all(1000 < m < 1150 for m in medians)  # the rounded float latencies, not the bad ones
 
