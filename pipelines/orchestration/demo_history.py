@@ -215,12 +215,18 @@ def run_history(lake: Lake, *, nights_count: int = NIGHTS, backfill: int = BACKF
                     _project_h200(lake, out)
                 for pool, reason in landings:
                     samples += land_night(lake, suite, pool, night, dates, reason, staging)["samples"]
-                summary = mine(spark, lake, dates[night], pools)
+                landed = [pool for pool, _ in landings]
+                down = [p for p in pools if p not in landed]
+                if landed:
+                    summary = mine(spark, lake, dates[night], landed)
+                    what = (f"landed, mined {summary.case_stats:>3} case stats in {summary.seconds['total']:.0f} s"
+                            + (f"; {', '.join(down)} landed nothing" if down else ""))
+                else:  # as the mine task does: a night with nothing landed is not an error
+                    what = f"{', '.join(down)} landed nothing (a simulated worker outage): no mine"
                 took = time.monotonic() - started
                 left = took / i * (len(steps) - i)
                 kind = "backfill" if landings and landings[0][1] == "backfill" else "nightly"
-                out.say(f"  [{i:>2}/{len(steps)}] {dates[night]} {kind:<8} {'+'.join(pools):<17} "
-                        f"landed, mined {summary.case_stats:>3} case stats in {summary.seconds['total']:.0f} s "
+                out.say(f"  [{i:>2}/{len(steps)}] {dates[night]} {kind:<8} {'+'.join(pools):<17} {what} "
                         f"({duration(took)} elapsed, ~{duration(left)} left)")
         finally:
             shutil.rmtree(staging, ignore_errors=True)
