@@ -5,8 +5,8 @@ under 120 s and 40 lines on a 2-core machine, venv built).
 
 Each repeat runs `perflake demo` (what `make demo` runs) in a fresh lake under a
 temporary directory, with the Makefile's Airflow variables, and reports: wall time,
-the CPU time of the demo's process tree (load-independent: on an idle 2-core machine
-the wall time cannot be under CPU / 2), the lines printed, each task line's seconds,
+the CPU time of the demo's whole process tree, JVM included, polled (a lower bound; steadier than wall time
+under load: on an idle 2-core machine the wall time cannot be under CPU / 2), the lines printed, each task line's seconds,
 and the load average before and after. With --history it then runs `perflake
 demo-history` in the same lake. Figures go to benchmarks/NOTES-demo.md by hand, with
 the machine, the date and the load: on a shared machine the load decides the wall time.
@@ -18,7 +18,6 @@ import json
 import os
 import platform
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -31,17 +30,41 @@ PERFLAKE = REPO / ".venv" / "bin" / "perflake"
 TASK_LINE = re.compile(r"^\s+\[\s*\d+/\d+\] (\S+)\s.*\(([\d.]+) s;")
 
 
+def tree_cpu_s(root: int, seen: dict[int, float]) -> None:
+    """Record the CPU seconds so far of `root` and each descendant (the JVM that pyspark
+    starts is never waited for, so rusage of children misses it): polled, the last value
+    of each process counts."""
+    import psutil
+
+    try:
+        procs = [psutil.Process(root)]
+        procs += procs[0].children(recursive=True)
+    except psutil.Error:
+        return
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            seen[p.pid] = t.user + t.system
+        except psutil.Error:
+            pass
+
+
 def timed(cmd: list[str], env: dict) -> dict:
-    """Run `cmd`; wall and CPU seconds (its waited-for process tree), its output lines."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """Run `cmd`; wall seconds, CPU seconds of its whole process tree (polled every
+    0.5 s: a process living under 0.5 s may be missed), its output lines."""
     load = os.getloadavg()
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
-    wall = time.monotonic() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    lines = proc.stdout.splitlines() + proc.stderr.splitlines()
+    cpu: dict[int, float] = {}
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+        while proc.poll() is None:
+            tree_cpu_s(proc.pid, cpu)
+            time.sleep(0.5)
+        wall = time.monotonic() - t0
+        out.seek(0)
+        lines = out.read().splitlines()
     return {"cmd": " ".join(cmd[1:]), "rc": proc.returncode, "wall_s": round(wall, 1),
-            "cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 1),
+            "cpu_s": round(sum(cpu.values()), 1),
             "lines": len(lines), "load_before": [round(x, 2) for x in load],
             "load_after": [round(x, 2) for x in os.getloadavg()],
             "tasks": [(m.group(1), float(m.group(2))) for m in map(TASK_LINE.match, lines) if m],
