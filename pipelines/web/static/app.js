@@ -14,13 +14,13 @@
     return el ? JSON.parse(el.textContent) : null;
   }
 
-  function ns(v) {
+  function ns(v, digits) {
     if (v === null || v === undefined || isNaN(v)) return '-';
-    const a = Math.abs(v);
-    if (a >= 1e9) return (v / 1e9).toPrecision(3) + ' s';
-    if (a >= 1e6) return (v / 1e6).toPrecision(3) + ' ms';
-    if (a >= 1e3) return (v / 1e3).toPrecision(3) + ' us';
-    return v.toPrecision(3) + ' ns';
+    const a = Math.abs(v), d = typeof digits === 'number' ? digits : 3;
+    if (a >= 1e9) return (v / 1e9).toPrecision(d) + ' s';
+    if (a >= 1e6) return (v / 1e6).toPrecision(d) + ' ms';
+    if (a >= 1e3) return (v / 1e3).toPrecision(d) + ' us';
+    return v.toPrecision(d) + ' ns';
   }
 
   function escapeHtml(s) {
@@ -96,7 +96,8 @@
     series.forEach(s => { if (s.areaStyle) s.color = s.areaStyle.color; });
     chart.setOption({
       animation: false, grid: grids.map(g => ({ ...g, left: 70, right: 30 })), xAxis: axes,
-      yAxis: [{ type: 'value', scale: true, gridIndex: 0, name: 'time / call', axisLabel: { formatter: ns } },
+      yAxis: [{ type: 'value', scale: true, gridIndex: 0, name: 'time / call', axisLabel: { formatter: v => ns(v) },
+                boundaryGap: ['5%', '20%'] },
               ...below.map(([, unit], i) => ({ type: 'value', scale: true, gridIndex: i + 1, name: unit, splitNumber: 2 }))],
       dataZoom: [{ type: 'inside', xAxisIndex: axes.map((_, i) => i) },
                  { type: 'slider', xAxisIndex: axes.map((_, i) => i), bottom: 4, height: 18 }],
@@ -131,7 +132,7 @@
       const b = v > hi ? n - 1 : Math.min(bins - 1, Math.floor((v - lo) / width));
       counts[throttled ? 'throttled' : outlier ? 'outlier' : 'kept'][b] += 1;
     });
-    const cats = counts.kept.map((_, i) => i < bins ? ns(lo + (i + 0.5) * width) : '> ' + ns(hi));
+    const cats = counts.kept.map((_, i) => i < bins ? ns(lo + (i + 0.5) * width, 4) : '> ' + ns(hi, 4));
     chart.setOption({
       animation: false, grid: { left: 50, right: 20, top: 30, bottom: 40 }, legend: { top: 0 },
       tooltip: { trigger: 'axis' }, xAxis: { type: 'category', data: cats }, yAxis: { type: 'value', name: 'samples' },
@@ -194,8 +195,8 @@
         tooltip: { trigger: 'item', formatter: e => { const p = e.data.p; if (!p) return '';
           return `<b>${escapeHtml(p.kernel)}</b> ${escapeHtml(p.dtype)} ${escapeHtml(p.shape || '')}<br>projected ${ns(p.projected_ns)}` +
             `<br>measured ${ns(p.measured_ns)}<br>error ${p.error_pct === null ? '-' : p.error_pct.toFixed(1) + ' %'}`; } },
-        xAxis: { type: 'log', name: 'measured', nameLocation: 'middle', nameGap: 28, min: lo, max: hi, axisLabel: { formatter: ns } },
-        yAxis: { type: 'log', name: 'projected', min: lo, max: hi, axisLabel: { formatter: ns } },
+        xAxis: { type: 'log', name: 'measured', nameLocation: 'middle', nameGap: 28, min: lo, max: hi, axisLabel: { formatter: v => ns(v) } },
+        yAxis: { type: 'log', name: 'projected', min: lo, max: hi, axisLabel: { formatter: v => ns(v) } },
         series: [{ type: 'scatter', symbolSize: 6, data: data.projections.map(p => ({ value: [p.measured_ns, p.projected_ns], p })) },
                  { type: 'line', symbol: 'none', silent: true, data: [[lo, lo], [hi, hi]], lineStyle: { type: 'dashed', color: '#667085' } }] });
       ready('projection-chart', { projections: data.projections.length });
