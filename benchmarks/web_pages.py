@@ -352,8 +352,9 @@ def paint_times(base: str, paths: dict[str, str], browser_path: str, repeats: in
             for _ in range(repeats):
                 t = time.perf_counter()
                 page.goto(base + path, wait_until="load")
-                fcp.append(page.evaluate(
-                    "() => (performance.getEntriesByName('first-contentful-paint')[0] || {}).startTime || null"))
+                page.wait_for_function("() => performance.getEntriesByName('first-contentful-paint').length > 0",
+                                       timeout=10_000)
+                fcp.append(page.evaluate("() => performance.getEntriesByName('first-contentful-paint')[0].startTime"))
                 expected = page.evaluate("() => document.querySelectorAll('.chart').length")
                 page.wait_for_function(
                     f"() => document.querySelectorAll('.chart[data-ready=\"1\"]').length >= {expected}", timeout=60_000)
