@@ -198,7 +198,7 @@ def run_history(lake: Lake, *, nights_count: int = NIGHTS, backfill: int = BACKF
             out.say(f"  logs (Spark, mining): {out.path}  (perflake demo-history -v shows them here)")
         out.say(f"  events: torch 2.13 on {dates[ev.upgrade]} (bf16 GEMMs k=4096 +12 %), driver 570 on "
                 f"{dates[ev.driver]} (flash attention -10 %), a flaky fp32 GEMM on sim-h100, failures, "
-                f"sim-h200 arrives {dates[ev.arrival]} (backfilled {backfill} nights)")
+                f"sim-h200 arrives {dates[ev.arrival]} (backfilled {backfill} night{'s' * (backfill != 1)})")
         from pipelines.warehouse.preflight import check_spark_can_start
 
         check_spark_can_start(lake)
