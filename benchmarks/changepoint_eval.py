@@ -73,7 +73,7 @@ import numpy as np
 # main checkout, not the code under test). Put this checkout first.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # = REPO
 
-from pipelines.changepoint import covering, detect, f1_score  # noqa: E402
+from pipelines.changepoint import DetectorParams, covering, detect, f1_score  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -473,8 +473,10 @@ def score_wide(histories: list[dict], reports: list[list[tuple[int, bool]]]) -> 
         return (float(hit[sel].mean()), int(sel.sum())) if sel.any() else (float("nan"), 0)
 
     head = (rel >= HEADLINE[0] - 1e-12) & (sig >= HEADLINE[1])
+    floors = DetectorParams()  # the defaults' effect floors: smaller steps are not reported by design
+    above = (rel >= floors.min_rel_change) & (sig >= floors.min_sigma)
     return {
-        "all": share(np.ones(len(rows), bool)), "headline": share(head),
+        "all": share(np.ones(len(rows), bool)), "headline": share(head), "above_floors": share(above),
         "confirmed_all": float(hit_conf.mean()) if len(rows) else float("nan"),
         "family": {f: share(fam == f) for f in WIDE_FAMILIES},
         "family_headline": {f: share((fam == f) & head) for f in WIDE_FAMILIES},
@@ -520,6 +522,10 @@ def _report_wide(n_per_family: int, seeds: list[tuple[str, int]]) -> None:
         print("  perflake 3%&3sig by family: " + ", ".join(f"{f} {cell(v)} ({v[1]})" for f, v in ours["family_headline"].items())
               + f"; confirmed recall (all) {ours['confirmed_all']:.3f}; provisional or confirmed reports matching no "
               f"change {ours['unmatched_any_all']:.2f} per 1,000 nights")
+        floors = DetectorParams()
+        print(f"  steps above the detector's floors (>= {floors.min_rel_change:.0%} and >= {floors.min_sigma:g} sigma): "
+              + ", ".join(f"{m} {cell(sc['above_floors'])}" for m, sc in scores.items())
+              + f" ({ours['above_floors'][1]} of {ours['all'][1]} changes)")
 
 
 # --- report ----------------------------------------------------------------------------

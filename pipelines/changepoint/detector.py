@@ -13,8 +13,9 @@ How it decides, in five stages:
    (halves, quarters, ... overlapping by half; Bonferroni over the intervals too): a
    tent or an alternating sequence of levels has no strong single split overall, but
    each of its steps stands out locally. Ranks make the search blind to outlier size
-   and tails; a candidate is then moved to the split with the least absolute deviation
-   within 5 runs (ranks say that a change is there, magnitudes place it).
+   and tails; a candidate is then moved to the split where cutting the 10 runs either
+   side gains most in absolute deviation (ranks say that a change is there, magnitudes
+   place it; `_refine`).
    Autocorrelation is not corrected for here: it is a property of the noise, and is
    measured once the level changes are known.
 2. Noise: the robust scale (1.4826 x MAD) and the lag-1 autocorrelation of the ranks,
@@ -22,7 +23,10 @@ How it decides, in five stages:
    again after pruning, see stage 3).
 3. Prune: a change stays only if, between its two neighbouring segments, it is still
    significant (p corrected for the autocorrelation, long-run variance factor
-   (1+rho)/(1-rho), and for the positions) and its shift clears both effect-size floors
+   (1+rho)/(1-rho), and for the positions; where that correction holds back ranks that
+   are wholly apart, the shift of the medians in standard errors may stand in for
+   them, never beyond the ranks' p for independent runs: `fixed_split_pvalue`; not in
+   a series that wanders) and its shift clears both effect-size floors
    (relative and in robust noise units), measured between the segment medians and
    between the medians of the 10 runs either side (the drift guard). Between long
    segments, whose medians are precise, the noise-units floor shrinks (to half at most);
