@@ -264,8 +264,10 @@ def _finish(lake: Lake, out: Console, dates: list[str], spark, samples: int, ev:
     changes = ", ".join(f"{r.n} {r.status}" for r in rows) or "none"
     run_a = _run_id(dates[ev.upgrade - 1], "sim-h100")
     run_b = _run_id(dates[ev.upgrade], "sim-h100")
-    out.say(f"done in {duration(out.elapsed())}: {samples:,} SIMULATED samples; changes found: {changes}; "
-            f"projections scored: {scored}")
+    errors = "; ".join(f"projections onto {s['target_sku']}: {s['measured']} of {s['projected']} cases measured, "
+                       f"median error {s['median_abs_error_pct']} %" for s in scored)
+    out.say(f"done in {duration(out.elapsed())}: {samples:,} SIMULATED samples; changes found: {changes}"
+            + (f"; {errors}" if errors else ""))
     out.say("next (all on the simulated history):")
     out.say("  perflake regressions                 changes pooled by cause (torch upgrade, driver change)")
     out.say("  perflake triage list                 the regressions to triage, by owner")
