@@ -20,7 +20,7 @@ from pipelines.config.processes import group_members
 from pipelines.warehouse.session import spark_home
 from pipelines.config.lake import Lake
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]  # tests/launchers/ -> the checkout
 
 
 def submit_command(job: str, master: str, *args: str, conf: dict[str, str] | None = None) -> list[str]:
