@@ -8,7 +8,7 @@ export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN ?= sqlite:///$(AIRFLOW_HOME)/airflow.db
 
-.PHONY: setup demo test test-fast sql sql-server sql-server-stop report pools airflow lock clean help
+.PHONY: setup demo test test-full sql sql-server sql-server-stop report pools airflow lock clean help
 
 help:
 	@echo "make demo | make demo-history | make test | make sql Q='SELECT ...' | make sql-server | make sql-server-stop | make report | make pools | make airflow"
@@ -39,11 +39,14 @@ demo: setup
 demo-history: setup
 	$(VENV)/bin/perflake demo-history $(if $(NIGHTS),--nights $(NIGHTS)) $(if $(V),-v)
 
+# The fast tier (minutes; one test on each real component), then the end-to-end tier
+# (whole DAG runs, scenario histories, a Spark cluster). CI runs both; tests/conftest.py
+# says which module is in which. ARGS passes options to pytest (e.g. ARGS="--lf").
 test: setup
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests -m "not slow" --durations=15 $(ARGS)
 
-test-fast: setup
-	$(PY) -m pytest tests -m "not slow"
+test-full: setup
+	$(PY) -m pytest tests -m slow --durations=15 $(ARGS)
 
 sql: setup
 	@test -n "$(Q)" || (echo 'usage: make sql Q="SELECT ..." [ENGINE=duckdb]'; exit 2)

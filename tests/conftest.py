@@ -2,7 +2,14 @@
 session with the Hive metastore takes ~20 s): tests that write to the lake use their
 own dates, pools or run ids so that they never read each other's rows.
 
-The lake and the Airflow home are temporary and set before anything imports airflow."""
+The lake and the Airflow home are temporary and set before anything imports airflow.
+
+Two tiers. `make test` runs the fast tier (minutes), which keeps at least one test on
+each real component: Spark (test_sql, test_quality, test_mining_transforms), Great
+Expectations (test_quality), the Airflow scheduler (test_airflow_real), the Thrift/JDBC
+server (test_hostile_sql), Chromium (test_report), killed processes (test_isolation).
+`make test-full` runs the end-to-end tier: the modules in SLOW_MODULES (whole DAG runs,
+scenario histories, a Spark cluster) and single tests marked `slow`. CI runs both."""
 from __future__ import annotations
 
 import os
@@ -14,6 +21,20 @@ import pytest
 
 from pipelines.orchestration.airflow_env import airflow_env
 from pipelines.config.lake import Lake
+
+SLOW_MODULES = {
+    "test_backfill_hardware", "test_nightly_e2e", "test_sweep_retries_and_reruns", "test_multi_suite_run",
+    "test_regressions", "test_triage", "test_notify", "test_projections", "test_mine_gates",
+    "test_publish_faults", "test_faults", "test_spark_cluster", "test_sqlserver", "test_web_browser",
+    "test_energy_accuracy",
+}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.module.__name__ in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
 
 _ROOT = Path(tempfile.mkdtemp(prefix="perflake-test-lake-"))
 os.environ.update(airflow_env(Lake(_ROOT)))

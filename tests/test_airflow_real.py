@@ -13,7 +13,6 @@ from launchers.airflow_local import LocalAirflow
 from pipelines.config.processes import group_members
 from pipelines.config.lake import Lake
 
-pytestmark = pytest.mark.slow
 FAST = {"min_samples": 10, "min_time_s": 0.02, "max_noise": 0.05, "timeout_s": 0.5, "max_samples": 300}
 
 

@@ -31,7 +31,6 @@ from pipelines.config.lake import Lake
 from pipelines.query import server as sqlserver
 from pipelines.query.sql import REFUSAL_PREFIX, refusal_in
 
-pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 USER, PASSWORD = "analyst", "s3cret-" + secrets.token_hex(8)

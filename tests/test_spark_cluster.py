@@ -15,7 +15,6 @@ from pipelines.config.lake import Lake
 from launchers.spark_cluster import LocalCluster, submit
 from pipelines.sweep.shards import plan_shards, run_shard
 
-pytestmark = pytest.mark.slow
 DT = "2031-03-01"
 FAST = {"min_samples": 10, "min_time_s": 0.02, "max_noise": 0.05, "timeout_s": 0.5, "max_samples": 300}
 

@@ -18,7 +18,6 @@ from pipelines.config import processes
 from pipelines.config.lake import Lake
 from pipelines.query import server as sqlserver
 
-pytestmark = pytest.mark.slow
 
 
 
