@@ -8,8 +8,8 @@ from scipy.stats import rankdata
 
 from pipelines.changepoint.ranks import MAX_RHO
 
-# 1.4826 x MAD estimates the standard deviation of normal noise (same constant as the
-# Spark noise filter in pipelines.mining.noise, which cannot be imported without pyspark).
+# 1.4826 x MAD estimates the standard deviation of normal noise. The one definition: the
+# Spark outlier filter (pipelines.mining.outliers) imports it from here.
 MAD_TO_SIGMA = 1.4826
 
 
