@@ -111,7 +111,8 @@ def time_mines(root: Path, repeats: int) -> None:
     for _ in range(repeats):
         t = time.perf_counter()
         summary = mine(spark, lake, NIGHT)
-        print(json.dumps({"mine_s": round(time.perf_counter() - t, 2), "case_stats": summary.case_stats}), flush=True)
+        print(json.dumps({"mine_s": round(time.perf_counter() - t, 2), "case_stats": summary.case_stats,
+                          "steps_s": getattr(summary, "seconds", None)}), flush=True)
 
 
 def _child(*args: str) -> list[dict]:
@@ -126,6 +127,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2, help="timed mines per process")
     ap.add_argument("--rounds", type=int, default=1, help="processes per history length (alternated)")
     ap.add_argument("--root", default=None, help="where the lakes go (default: a temporary folder)")
+    ap.add_argument("--reuse", action="store_true", help="time the lakes already built under --root")
     ap.add_argument("--_build", nargs=3, help=argparse.SUPPRESS)
     ap.add_argument("--_time", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -139,6 +141,8 @@ def main() -> int:
     root = Path(args.root or tempfile.mkdtemp(prefix="perflake-history-bench-"))
     lakes = {h: root / f"history-{h}" for h in args.histories}
     for h, lake in lakes.items():
+        if args.reuse:
+            continue
         t = time.perf_counter()
         info = _child("--_build", str(lake), str(h), str(args.series))[-1]
         print(f"built {h} nights of history ({info['case_stats_rows']} case_stats rows, "
@@ -149,7 +153,7 @@ def main() -> int:
             for line in _child("--_time", str(lakes[h]), str(args.repeats)):
                 times[h].append(line["mine_s"])
                 print(f"round {r + 1}, history {h:4d} nights: mine {line['mine_s']:.2f} s "
-                      f"({line['case_stats']} case_stats rows)", flush=True)
+                      f"({line['case_stats']} case_stats rows; steps {line['steps_s']})", flush=True)
     med = {h: statistics.median(v) for h, v in times.items()}
     lo, hi = min(args.histories), max(args.histories)
     print(json.dumps({"median_mine_s": med, "ratio_longest_over_shortest": round(med[hi] / med[lo], 3)}))
