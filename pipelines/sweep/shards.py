@@ -17,7 +17,7 @@ from pipelines.sweep.leasing import lease_device
 from pipelines.config.pools import pool as get_pool
 
 MIN_CASES_PER_SHARD = 4
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]  # pipelines/sweep/ -> the checkout, where kernels_bench is
 
 
 def plan_shards(*, run_id: str, dt: str, pool: str, suites: list[str], reason: str,
