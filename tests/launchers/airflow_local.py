@@ -47,9 +47,16 @@ class LocalAirflow:
         self.proc: subprocess.Popen | None = None
         self.log = lake.root / "airflow-standalone.log"
 
-    def cli(self, *args: str, timeout: float = 120) -> str:
-        out = subprocess.run([str(BIN / "airflow"), *args], env=self.env, capture_output=True, text=True,
-                             timeout=timeout)
+    def cli(self, *args: str, timeout: float = 120, tries: int = 5) -> str:
+        """Run an `airflow` command against this instance. SQLite admits one writer: a command
+        that meets the scheduler's write ("database is locked", a rolled-back transaction)
+        is tried again, up to `tries` times."""
+        for attempt in range(tries):
+            out = subprocess.run([str(BIN / "airflow"), *args], env=self.env, capture_output=True, text=True,
+                                 timeout=timeout)
+            if out.returncode == 0 or "database is locked" not in out.stderr or attempt == tries - 1:
+                break
+            time.sleep(2 * (attempt + 1))
         if out.returncode != 0:
             raise RuntimeError(f"airflow {' '.join(args)} failed (exit {out.returncode}): "
                                f"{out.stderr[-2000:]}{out.stdout[-1000:]}")
