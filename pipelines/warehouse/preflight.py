@@ -7,9 +7,14 @@ import fcntl
 import os
 import shutil
 import struct
+import time
 from pathlib import Path
 
 from pipelines.config.lake import Lake
+
+
+# How long a holder may take to let go before it counts as holding the metastore.
+HOLDER_GRACE_S = 20.0
 
 
 class SparkUnavailable(RuntimeError):
@@ -58,11 +63,20 @@ def check_spark_can_start(lake: Lake) -> None:
             else "no `java` on PATH"
         raise SparkUnavailable(f"Java not found ({where}): Spark needs Java 17; install it "
                                f"(Debian: apt-get install -y openjdk-17-jre-headless) or set JAVA_HOME")
-    pid = metastore_holder(lake)
+    pid = _holder_after_grace(lake)
     if pid is not None:
         raise SparkUnavailable(f"the metastore {lake.metastore} is held by another process ({_describe(pid)}); "
                                f"the embedded metastore admits one process at a time: let that one finish or stop "
                                f"it, or query without Spark (perflake sql --engine duckdb)")
+
+
+def _holder_after_grace(lake: Lake) -> int | None:
+    """The metastore's holder, waiting up to HOLDER_GRACE_S for it to let go: the JVM of a
+    Spark process that has just ended keeps the lock for a few seconds while it exits."""
+    deadline = time.monotonic() + HOLDER_GRACE_S
+    while (pid := metastore_holder(lake)) is not None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return pid
 
 
 def _describe(pid: int) -> str:
