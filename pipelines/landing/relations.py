@@ -5,6 +5,7 @@ and the field; the caller (pipelines/landing/ingest.py) sets the rows aside or r
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq

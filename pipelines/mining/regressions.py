@@ -137,7 +137,8 @@ def update_regressions(spark: SparkSession, lake: Lake, now: datetime.datetime |
     not to the lake. Without `night`, every series is re-examined over its whole history."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     name = catalog.ensure_table(spark, lake, REGRESSIONS)
-    runs, stats, previous = (spark.table(f"{DATABASE}.{t}") for t in ("runs", "case_stats", "regressions"))
+    runs, stats = spark.table(f"{DATABASE}.runs"), spark.table(f"{DATABASE}.case_stats")
+    previous = spark.table(name)
     if night is None:
         points = regression_points(stats, runs)
         table = regressions_table(points, previous, runs, now, params, owners=owners)
