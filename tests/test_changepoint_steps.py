@@ -10,6 +10,7 @@ import pytest
 
 from pipelines.changepoint import detect
 from pipelines.changepoint.ranks import fixed_split_pvalue, shift_raw_p
+from test_changepoint import _ar1
 
 DRAWS = 40
 
@@ -51,19 +52,10 @@ def test_a_large_step_held_then_undone_in_an_ar1_history_is_confirmed_at_both_ni
 
 
 def test_the_issue_case_a_20_percent_drop_held_17_nights_of_71_is_found_at_its_night():
-    x = 1.0 + 0.6 * (_ar1_noise(71, phi=0.7, seed=21) - 1.0)
+    x = 1.0 + 0.6 * (_ar1(71, phi=0.7, seed=21) - 1.0)
     x[54:] -= 0.20
     (c,) = [c for c in detect(x) if not c.provisional]
     assert c.index == 54 and c.rel_change == pytest.approx(-0.20, abs=0.02) and c.p_value < 1e-3
-
-
-def _ar1_noise(n, phi, seed, sigma=0.01):
-    rng = np.random.default_rng(seed)
-    e = np.empty(n)
-    e[0] = rng.standard_normal()
-    for t in range(1, n):
-        e[t] = phi * e[t - 1] + np.sqrt(1 - phi**2) * rng.standard_normal()
-    return 1.0 + sigma * e
 
 
 def test_ranks_wholly_apart_are_no_more_significant_for_a_larger_step_but_the_shift_test_is():
