@@ -12,8 +12,6 @@ never changes. Published in one pass with the mining job's transformations
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import threading
 import time
 
@@ -23,6 +21,7 @@ from kernels_bench.case import Case
 from kernels_bench.collectives import free_port
 from kernels_bench.sim import Injection
 from sim_history import at, land_night, publish
+from test_report import _chromium  # one way to find the browser, and one CI rule
 
 POOL = "sim-web"
 NIGHTS = [f"2037-04-{d:02d}" for d in range(1, 11)]
@@ -30,15 +29,6 @@ CHANGE = NIGHTS[8]
 SLOWER = Case.make("memory", "copy", "torch", "fp32", numel=1 << 22)
 STEADY = Case.make("gemm", "matmul", "torch", "fp32", m=1024, n=1024, k=1024)
 INJECTIONS = (Injection(match={"kernel": "copy", "numel": 1 << 22}, since=CHANGE, factor=1.15),)
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _chromium() -> str:
-    if CHROMIUM:
-        return CHROMIUM
-    if os.environ.get("CI"):
-        pytest.fail("chromium is not installed; CI installs it in .ci/run before `make test`")
-    pytest.skip("chromium is not installed (apt-get install -y chromium)")
 
 
 @pytest.fixture(scope="module")
