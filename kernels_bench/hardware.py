@@ -24,6 +24,9 @@ class Hardware:
     board_power_w: float | None
     sm_clock_default_mhz: int | None
     source: str
+    # Per-direction GPU-to-GPU bandwidth (NVLink, else PCIe): the roof of a collective's
+    # bus bandwidth (nccl-tests' busbw), None where the catalog does not say.
+    link_bandwidth_gbps: float | None = None
 
     def roofline_ns(self, flops: float, bytes_: float, dtype: str) -> float:
         """Lower bound of a call's time: the slower of compute and memory traffic."""
@@ -55,7 +58,8 @@ def load_catalog(path: str | None = None) -> dict[str, Hardware]:
             memory_bandwidth_gbps=float(spec["memory_bandwidth_gbps"]),
             l2_bytes=spec.get("l2_bytes"), sm_count=spec.get("sm_count"),
             memory_bytes=spec.get("memory_bytes"), board_power_w=_float(spec.get("board_power_w")),
-            sm_clock_default_mhz=spec.get("sm_clock_default_mhz"), source=spec["source"])
+            sm_clock_default_mhz=spec.get("sm_clock_default_mhz"), source=spec["source"],
+            link_bandwidth_gbps=_float(spec.get("link_bandwidth_gbps")))
     return out
 
 
