@@ -18,7 +18,12 @@ Three evaluations, all with the detector's default parameters (no per-series tun
    within 3 nights of it (one report per change). Recall by family and by size; false
    alarms are confirmed reports matching no change, per 1,000 nights of change-free
    histories (and of all histories). Two seeds: a development seed, and a held-out seed
-   (HELDOUT_SEED) that no choice of the detector was tuned on.
+   (HELDOUT_SEED) that no choice of the detector was tuned on. The generator and the
+   scoring live in `changepoint_wide.py`.
+   With --stress, the harder draws of `changepoint_stress.py` instead (heavier tails,
+   near-even two-mode noise, autocorrelation to 0.92, drift, variance changes, steps 4-12
+   nights apart, wild nights and bursts), scored the same way, with its own development
+   and held-out seeds.
 3. With --nightly: the earlier simulated evaluation, histories of 60 nights with
    Gaussian, Student-t(3), bimodal and AR(1, phi=0.5) noise, each scaled to robust sigma
    1 (1.4826 x MAD of the population):
@@ -37,7 +42,8 @@ directory, made with
 
 If that interpreter is missing, Otava's columns read "n/a".
 
-    .venv/bin/python benchmarks/changepoint_eval.py [--series 600] [--seed N]
+    .venv/bin/python benchmarks/changepoint_eval.py [--series 600] [--seed N] [--sets dev|heldout|both]
+    .venv/bin/python benchmarks/changepoint_eval.py --stress --no-tcpd [--series 200] [--sets dev]
     .venv/bin/python benchmarks/changepoint_eval.py --nightly [--series 2000] [--online 1000]
 
 With --sensitivity it runs only the TCPD scores with each constant of the detector's
@@ -74,6 +80,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # = REPO
 
 from pipelines.changepoint import DetectorParams, covering, detect, f1_score  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its helper modules, run as a script or imported
+from changepoint_stress import STRESS_DEV_SEED, STRESS_HELDOUT_SEED, stress_histories  # noqa: E402
+from changepoint_wide import (  # noqa: E402,F401 (score_wide and the seeds are read by tests/test_benchmarks.py)
+    DEV_SEED, HELDOUT_SEED, MATCH_NIGHTS, score_wide, wide_histories,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -354,144 +366,8 @@ def oracle_power(n_draws: int = 200_000, seed: int = 1) -> list[tuple[float, flo
     return rows
 
 
-# --- wide histories: families, sizes, positions and lengths drawn per history ----------
-
-WIDE_FAMILIES = ("gaussian", "student_t", "bimodal", "ar1")
-DEV_SEED = 1
-HELDOUT_SEED = 20261124  # never tuned on: run it to report, not to choose
-MATCH_NIGHTS = 3  # a report within this many nights of a change finds it
-SIGMA_CLASSES = ((1, 2), (2, 3), (3, 5), (5, 10), (10, 31))
-HEADLINE = (0.03, 3.0)  # the promise: steps of >= 3 % and >= 3 robust sigma
-
-
-def _robust_scale(cdf, lo: float = -50.0, hi: float = 50.0) -> tuple[float, float]:
-    """(median, 1.4826 x MAD) of a continuous law given by its CDF."""
-    from scipy.optimize import brentq
-
-    med = brentq(lambda v: cdf(v) - 0.5, lo, hi)
-    mad = brentq(lambda d: cdf(med + d) - cdf(med - d) - 0.5, 1e-9, hi)
-    return med, 1.4826 * mad
-
-
-def wide_noise(family: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, str]:
-    """n nights of noise of `family` with robust sigma 1 (population 1.4826 x MAD about
-    the median, median 0), its parameters drawn, and a label of those parameters."""
-    from scipy.stats import norm, t as student
-
-    if family == "gaussian":
-        return rng.standard_normal(n), "gaussian"
-    if family == "student_t":
-        df = float(rng.uniform(2.5, 6.0))
-        return rng.standard_t(df, n) / (1.4826 * student.ppf(0.75, df)), f"t{df:.1f}"
-    if family == "bimodal":  # a slow second mode (clocks, placement) on some nights
-        share, gap = float(rng.uniform(0.10, 0.35)), float(rng.uniform(3.0, 6.0))
-        med, scale = _robust_scale(lambda v: (1 - share) * norm.cdf(v) + share * norm.cdf(v - gap))
-        x = rng.standard_normal(n) + gap * (rng.random(n) < share)
-        return (x - med) / scale, f"bimodal {share:.2f}@{gap:.1f}"
-    if family == "ar1":
-        phi = float(rng.uniform(0.3, 0.85))
-        eps = rng.standard_normal(n) * np.sqrt(1 - phi**2)
-        x = np.empty(n)
-        x[0] = rng.standard_normal()
-        for t in range(1, n):
-            x[t] = phi * x[t - 1] + eps[t]
-        return x, f"ar1 {phi:.2f}"
-    raise ValueError(f"unknown noise family {family!r}")
-
-
-def wide_histories(n_per_family: int, seed: int) -> list[dict]:
-    """Labelled histories: per family, n_per_family draws of length (30-400 nights,
-    log-uniform), noise (0.2-3 % of the level, log-uniform) and 0 (30 %), 1 (45 %) or
-    2 (25 %) steps, each 1-30 robust sigma (log-uniform), up or down, at a night from 10
-    to the last (one in five within the last 5 nights), 10 nights apart at least.
-    Each: {"family", "label", "x", "changes": [(night, rel size, sigmas)]}."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for family in WIDE_FAMILIES:
-        for _ in range(n_per_family):
-            n = int(np.exp(rng.uniform(np.log(30), np.log(401))))
-            noise = float(np.exp(rng.uniform(np.log(0.002), np.log(0.03))))
-            unit, label = wide_noise(family, n, rng)
-            x = 1.0 + noise * unit
-            k = int(rng.choice([0, 1, 2], p=[0.30, 0.45, 0.25]))
-            nights: list[int] = []
-            for _ in range(50):  # draw positions until k fit 10 nights apart
-                if len(nights) == k:
-                    break
-                c = int(rng.integers(max(10, n - 5), n)) if rng.random() < 0.2 else int(rng.integers(10, n))
-                if all(abs(c - o) >= 10 for o in nights):
-                    nights.append(c)
-            changes = []
-            for c in sorted(nights):
-                sig = float(np.exp(rng.uniform(np.log(1.0), np.log(30.0))))
-                rel = float(rng.choice([-1.0, 1.0])) * sig * noise
-                x[c:] += rel
-                changes.append((c, rel, sig))
-            out.append({"family": family, "label": label, "x": x, "changes": changes})
-    return out
-
-
-def _match(truth: list[int], reported: list[int]) -> tuple[set[int], int]:
-    """(true changes found, reports left over): each report finds at most one change
-    within MATCH_NIGHTS, nearest first."""
-    unused, found = sorted(reported), set()
-    for c in truth:
-        near = [r for r in unused if abs(r - c) <= MATCH_NIGHTS]
-        if near:
-            unused.remove(min(near, key=lambda r: abs(r - c)))
-            found.add(c)
-    return found, len(unused)
-
-
-def score_wide(histories: list[dict], reports: list[list[tuple[int, bool]]]) -> dict:
-    """Recall (overall, headline class, by family, by sigma class, by position) and false
-    alarms of one method. reports: per history, (index, confirmed) of each report."""
-    rows = []  # per true change: family, rel, sigmas, from the end, found, found confirmed
-    fa_quiet = fa_all = prov_all = nights_quiet = nights_all = 0
-    for h, rep in zip(histories, reports):
-        truth = [c for c, _, _ in h["changes"]]
-        found, _ = _match(truth, [i for i, _ in rep])
-        found_conf, left_conf = _match(truth, [i for i, conf in rep if conf])
-        _, left_any = _match(truth, [i for i, _ in rep])
-        n = len(h["x"])
-        nights_all += n
-        fa_all += left_conf
-        prov_all += left_any
-        if not truth:
-            nights_quiet += n
-            fa_quiet += left_conf
-        for c, rel, sig in h["changes"]:
-            rows.append((h["family"], abs(rel), sig, n - c, c in found, c in found_conf))
-    fam = np.array([r[0] for r in rows])
-    rel = np.array([r[1] for r in rows])
-    sig = np.array([r[2] for r in rows])
-    tail = np.array([r[3] for r in rows])
-    hit = np.array([r[4] for r in rows])
-    hit_conf = np.array([r[5] for r in rows])
-
-    def share(sel):
-        return (float(hit[sel].mean()), int(sel.sum())) if sel.any() else (float("nan"), 0)
-
-    head = (rel >= HEADLINE[0] - 1e-12) & (sig >= HEADLINE[1])
-    floors = DetectorParams()  # the defaults' effect floors: smaller steps are not reported by design
-    above = (rel >= floors.min_rel_change) & (sig >= floors.min_sigma)
-    return {
-        "all": share(np.ones(len(rows), bool)), "headline": share(head), "above_floors": share(above),
-        "confirmed_all": float(hit_conf.mean()) if len(rows) else float("nan"),
-        "family": {f: share(fam == f) for f in WIDE_FAMILIES},
-        "family_headline": {f: share((fam == f) & head) for f in WIDE_FAMILIES},
-        "sigma": {f"{lo}-{hi if hi < 31 else 30}": share((sig >= lo) & (sig < hi)) for lo, hi in SIGMA_CLASSES},
-        "tail": {"last 5 nights": share(tail <= 5), "earlier": share(tail > 5)},
-        "fa_quiet": 1000.0 * fa_quiet / max(nights_quiet, 1), "fa_all": 1000.0 * fa_all / max(nights_all, 1),
-        "unmatched_any_all": 1000.0 * prov_all / max(nights_all, 1),
-        "misses": [i for i, h in enumerate(histories) for c, _, _ in h["changes"]
-                   if c not in _match([c2 for c2, _, _ in h["changes"]], [r for r, _ in reports[i]])[0]],
-    }
-
-
-def evaluate_wide(n_per_family: int, seed: int) -> dict:
-    """Detector and Otava on the same wide histories: method -> score_wide."""
-    histories = wide_histories(n_per_family, seed)
+def evaluate_wide(histories: list[dict]) -> dict:
+    """Detector and Otava on the same labelled histories: method -> score_wide."""
     ours = [[(c.index, not c.provisional) for c in detect(h["x"])] for h in histories]
     out = {"perflake detect": score_wide(histories, ours)}
     otava = run_otava([h["x"] for h in histories])
@@ -500,32 +376,35 @@ def evaluate_wide(n_per_family: int, seed: int) -> dict:
     return out
 
 
-def _report_wide(n_per_family: int, seeds: list[tuple[str, int]]) -> None:
+def _report_wide(title: str, histories: list[dict]) -> None:
     def cell(v):
         return "  n/a" if v[1] == 0 else f"{v[0]:5.3f}"
 
-    for name, seed in seeds:
-        scores = evaluate_wide(n_per_family, seed)
-        print(f"\nWide histories, {name} seed {seed}: {n_per_family} per family (30-400 nights, 0-2 steps of "
-              f"1-30 sigma, found within {MATCH_NIGHTS} nights)")
-        head = (["all", "3%&3sig"] + [f"{f}" for f in WIDE_FAMILIES] + [f"{k}sig" for k in scores["perflake detect"]["sigma"]]
-                + ["last5"])
-        print(f"{'method':22s} " + " ".join(f"{h:>9s}" for h in head) + f" {'FA/1000q':>9s} {'FA/1000':>8s}")
-        for method, sc in scores.items():
-            vals = [sc["all"], sc["headline"], *sc["family"].values(), *sc["sigma"].values(), sc["tail"]["last 5 nights"]]
-            print(f"{method:22s} " + " ".join(f"{cell(v):>9s}" for v in vals)
-                  + f" {sc['fa_quiet']:9.3f} {sc['fa_all']:8.3f}")
-        ours = scores["perflake detect"]
-        print("  changes per column: " + " ".join(str(v[1]) for v in
-              [ours["all"], ours["headline"], *ours["family"].values(), *ours["sigma"].values(),
-               ours["tail"]["last 5 nights"]]))
-        print("  perflake 3%&3sig by family: " + ", ".join(f"{f} {cell(v)} ({v[1]})" for f, v in ours["family_headline"].items())
-              + f"; confirmed recall (all) {ours['confirmed_all']:.3f}; provisional or confirmed reports matching no "
-              f"change {ours['unmatched_any_all']:.2f} per 1,000 nights")
-        floors = DetectorParams()
-        print(f"  steps above the detector's floors (>= {floors.min_rel_change:.0%} and >= {floors.min_sigma:g} sigma): "
-              + ", ".join(f"{m} {cell(sc['above_floors'])}" for m, sc in scores.items())
-              + f" ({ours['above_floors'][1]} of {ours['all'][1]} changes)")
+    scores = evaluate_wide(histories)
+    ours = scores["perflake detect"]
+    print(f"\n{title} ({len(histories)} histories, found within {MATCH_NIGHTS} nights)")
+    head = ["all", "3%&3sig", *ours["family"], *(f"{k}sig" for k in ours["sigma"]), "last5"]
+    print(f"{'method':22s} " + " ".join(f"{h[:9]:>9s}" for h in head) + f" {'FA/1000q':>9s} {'FA/1000':>8s}")
+    for method, sc in scores.items():
+        vals = [sc["all"], sc["headline"], *sc["family"].values(), *sc["sigma"].values(), sc["tail"]["last 5 nights"]]
+        print(f"{method:22s} " + " ".join(f"{cell(v):>9s}" for v in vals)
+              + f" {sc['fa_quiet']:9.3f} {sc['fa_all']:8.3f}")
+    print("  changes per column: " + " ".join(str(v[1]) for v in
+          [ours["all"], ours["headline"], *ours["family"].values(), *ours["sigma"].values(),
+           ours["tail"]["last 5 nights"]]))
+    print("  perflake 3%&3sig by family: " + ", ".join(f"{f} {cell(v)} ({v[1]})" for f, v in ours["family_headline"].items())
+          + f"; confirmed recall (all) {ours['confirmed_all']:.3f}; provisional or confirmed reports matching no "
+          f"change {ours['unmatched_any_all']:.2f} per 1,000 nights")
+    for method, sc in scores.items():
+        print(f"  {method} FA/1000q by family: "
+              + ", ".join(f"{f} {v:.2f}" for f, v in sc["fa_quiet_family"].items()))
+    floors = DetectorParams()
+    print(f"  steps above the detector's floors (>= {floors.min_rel_change:.0%} and >= {floors.min_sigma:g} sigma): "
+          + ", ".join(f"{m} {cell(sc['above_floors'])}" for m, sc in scores.items())
+          + f" ({ours['above_floors'][1]} of {ours['all'][1]} changes)")
+    print(f"  ceiling over all steps for any method that reports nothing under the floors: "
+          f"{ours['ceiling_floors']:.3f} (both floors), {ours['ceiling_rel_floor']:.3f} "
+          f"(the {floors.min_rel_change:.0%} floor alone)")
 
 
 # --- report ----------------------------------------------------------------------------
@@ -556,6 +435,9 @@ def main() -> None:
     ap.add_argument("--sets", choices=("dev", "heldout", "both"), default="both",
                     help=f"wide histories: the development seed ({DEV_SEED}, or --seed), the held-out seed "
                          f"({HELDOUT_SEED}), or both")
+    ap.add_argument("--stress", action="store_true",
+                    help=f"draw the harder stress histories (changepoint_stress; seeds {STRESS_DEV_SEED} and "
+                         f"{STRESS_HELDOUT_SEED}) instead of the wide ones")
     ap.add_argument("--no-tcpd", action="store_true", help="skip the TCPD scores")
     ap.add_argument("--nightly", action="store_true",
                     help="run the 60-night evaluation replayed night by night (sections before 2026-11-24)")
@@ -602,10 +484,16 @@ def main() -> None:
     if not args.no_tcpd:
         _report_tcpd(args.per_series)
     if not args.nightly:
-        sets = {"dev": [("development", DEV_SEED if args.seed is None else args.seed)],
-                "heldout": [("held-out", HELDOUT_SEED)]}
-        chosen = sets["dev"] + sets["heldout"] if args.sets == "both" else sets[args.sets]
-        _report_wide(args.series or 600, chosen)
+        n = args.series or 600
+        if args.stress:
+            draw, seeds, what = stress_histories, {"dev": STRESS_DEV_SEED, "heldout": STRESS_HELDOUT_SEED}, "Stress"
+        else:
+            draw, seeds, what = wide_histories, {"dev": DEV_SEED, "heldout": HELDOUT_SEED}, "Wide"
+        if args.seed is not None:
+            seeds["dev"] = args.seed
+        names = {"dev": "development", "heldout": "held-out"}
+        for key in (("dev", "heldout") if args.sets == "both" else (args.sets,)):
+            _report_wide(f"{what} histories, {names[key]} seed {seeds[key]}: {n} per family", draw(n, seeds[key]))
         print(f"\nwall time {time.perf_counter() - t0:.0f} s")
         return
     _report_nightly(args.series or 2000, 20260101 if args.seed is None else args.seed, args.online)
