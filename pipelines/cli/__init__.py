@@ -16,16 +16,17 @@ Examples:
   perflake report --date 2026-11-22                # the nightly HTML report under <lake>/reports/
   perflake report compare --sku-a H100-SXM5-80GB --sku-b H200-SXM-141GB
   perflake project --target B200-SXM-180GB         # roofline projections onto an unmeasured GPU
+  perflake model llama-8b --gpu H100-SXM5-80GB --phase decode --batch 32 --tp 8   # an LLM's step from its kernels
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
-from pipelines.cli import airflow, info, ingest, mine, regressions, report, sql, triage, web
+from pipelines.cli import airflow, info, ingest, mine, model, regressions, report, sql, triage, web
 
 # Each command group's module adds its sub-commands: one module per group.
-GROUPS = (sql, mine, airflow, ingest, regressions, triage, report, web, info)
+GROUPS = (sql, mine, airflow, ingest, regressions, triage, report, model, web, info)
 
 
 def build_parser() -> argparse.ArgumentParser:

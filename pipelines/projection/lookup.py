@@ -1,0 +1,189 @@
+"""What the lake knows about one GPU, ready to price a workload's kernel calls: the
+newest measured median of each case on that GPU (one device kind, optionally one
+software version and an as-of date), the interpolation between measured neighbouring
+shapes of the same kernel, and the roofline calibration (pipelines/projection/roofline.py)
+for what neither covers.
+
+Simulated and measured data are never mixed: a GPU measured both ways needs the caller
+to say which (`device_kind`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from kernels_bench.case import Case
+
+_COLUMNS = ["case_id", "family", "kernel", "backend", "dtype", "params", "flops_per_call", "bytes_per_call",
+            "median_ns", "energy_per_call_j", "run_id", "dt", "device_kind"]
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """One GPU's measurements (`history`: every successful median of every night that
+    matched; `measured`: the newest per case) and the calibration of the roofline for
+    cases never measured on it."""
+
+    sku: str
+    device_kind: str | None
+    history: pd.DataFrame
+    calibration: object | None          # roofline.Calibration, or None: spec-sheet roofs only
+    software: str | None = None          # the torch version the measurements were limited to
+
+    @property
+    def simulated(self) -> bool:
+        return self.device_kind == "simulated"
+
+    @property
+    def measured(self) -> pd.DataFrame:
+        return newest(self.history)
+
+    @property
+    def dates(self) -> list[str]:
+        return sorted(self.history["dt"].dropna().unique()) if not self.history.empty else []
+
+    def as_of(self, dt: str) -> "Lookup":
+        """The same GPU as the lake knew it on night `dt` (measurements up to then)."""
+        from pipelines.projection.roofline import calibrate
+        from kernels_bench.hardware import hardware
+
+        hist = self.history[self.history["dt"] <= dt]
+        cal = self.calibration
+        if not hist.empty and cal is not None and cal.source_sku == self.sku:
+            cal = calibrate(newest(hist), hardware(self.sku), self.device_kind)
+        return Lookup(self.sku, self.device_kind, hist, cal, self.software)
+
+    @property
+    def context(self) -> str:
+        """One line naming what the figures rest on."""
+        kind = {"simulated": "SIMULATED ", None: ""}.get(self.device_kind, f"{self.device_kind} ")
+        if self.history.empty:
+            what = f"no measurements of {self.sku} in the lake"
+        else:
+            d = self.dates
+            what = (f"{kind}measurements of {self.sku}: {self.measured['case_id'].nunique()} cases, "
+                    f"dt {d[0]}..{d[-1]}" if len(d) > 1 else f"{kind}measurements of {self.sku}: "
+                    f"{self.measured['case_id'].nunique()} cases, dt {d[0]}")
+        if self.software:
+            what += f", torch {self.software}"
+        cal = self.calibration
+        roof = (f"roofline calibrated on {cal.source}" if cal is not None
+                else "roofline from the spec sheet alone (uncalibrated: a lower bound)")
+        return f"{what}; {roof}"
+
+
+def newest(history: pd.DataFrame) -> pd.DataFrame:
+    """One row per case: its newest median (by night, then run)."""
+    if history.empty:
+        return history
+    return history.sort_values(["dt", "run_id"]).groupby("case_id", as_index=False).tail(1).reset_index(drop=True)
+
+
+def load_lookup(frames, sku: str, *, device_kind: str | None = None, torch_version: str | None = None,
+                dates=None, pools=None) -> Lookup:
+    """What `frames`' lake measured on `sku` (successful medians only), and the roofline
+    calibration: on `sku` itself when it was measured, else on the most-measured other
+    catalog GPU of the same device kind, else none."""
+    from kernels_bench.hardware import hardware
+    from pipelines.projection.roofline import calibrate, measured_cases, pick_source
+    from pipelines.warehouse.frames import any_of, case_stats
+
+    hardware(sku)  # an unknown SKU is an error naming the catalog
+    if not frames.has("case_stats"):
+        return Lookup(sku, device_kind, pd.DataFrame(columns=_COLUMNS), None, torch_version)
+    if device_kind is None:
+        kinds = frames.table("case_stats", "gpu_sku = ? AND status = 'ok'", "DISTINCT device_kind", params=[sku])
+        kinds = sorted(kinds["device_kind"].dropna()) if not kinds.empty else []
+        if len(kinds) > 1:
+            raise ValueError(f"{sku} has both {' and '.join(kinds)} measurements; pass --device-kind to choose "
+                             f"(simulated and measured data are never mixed)")
+        device_kind = kinds[0] if kinds else None
+    where, params = ["gpu_sku = ?", "status = 'ok'", "median_ns > 0"], [sku]
+    if device_kind:
+        where.append("device_kind = ?")
+        params.append(device_kind)
+    if torch_version:
+        runs = frames.table("runs", "gpu_sku = ? AND torch_version = ?", "DISTINCT run_id", params=[sku, torch_version])
+        cond, vals = any_of("run_id", runs["run_id"] if not runs.empty else [])
+        where.append(cond)
+        params += vals
+    for column, values in (("dt", dates), ("pool", pools)):
+        if values:
+            cond, vals = any_of(column, values)
+            where.append(cond)
+            params += vals
+    history = case_stats(frames, " AND ".join(where), params) if device_kind else pd.DataFrame()
+    history = history.reindex(columns=_COLUMNS) if not history.empty else pd.DataFrame(columns=_COLUMNS)
+    cal = None
+    if not history.empty:
+        cal = calibrate(newest(history), hardware(sku), device_kind)
+    else:
+        try:
+            source, kind = pick_source(frames, sku, device_kind)
+            src = measured_cases(frames, source, device_kind=kind)
+            cal = calibrate(src, hardware(source), kind)
+            device_kind = device_kind or kind
+        except ValueError:
+            cal = None
+    return Lookup(sku, device_kind, history, cal, torch_version)
+
+
+def _plain(v) -> str:
+    s = str(v)
+    return s.lower() if s.lower() in ("true", "false") else s
+
+
+def params_of(p) -> dict[str, str]:
+    """A case's parameters (a dict, a list of pairs or a map read back) as strings."""
+    if p is None or (isinstance(p, float) and p != p):
+        return {}
+    items = p.items() if isinstance(p, dict) else p
+    return {str(k): _plain(v) for k, v in items}
+
+
+def interpolate(case: Case, measured: pd.DataFrame) -> tuple[float, float, str] | None:
+    """(ns, joules per call or NaN, how) of `case` from the measured cases of the same
+    kernel, backend and dtype that differ from it in one numeric parameter only, one
+    below and one above it: linear in log(time) against log(parameter), through the
+    tightest such pair. None when no pair brackets the case (no extrapolation)."""
+    same = measured[(measured["kernel"] == case.kernel) & (measured["backend"] == case.backend)
+                    & (measured["dtype"] == case.dtype)]
+    if same.empty:
+        return None
+    target = {k: _plain(v) for k, v in case.p.items()}
+    points: dict[str, list[tuple[float, float, float]]] = {}
+    for row in same.itertuples(index=False):
+        p = params_of(row.params)
+        if set(p) != set(target):
+            continue
+        diff = [k for k in target if p[k] != target[k]]
+        if len(diff) != 1:
+            continue
+        try:
+            x = float(p[diff[0]])
+        except ValueError:
+            continue
+        energy = row.energy_per_call_j if row.energy_per_call_j is not None else math.nan
+        points.setdefault(diff[0], []).append((x, float(row.median_ns), float(energy)))
+    best = None
+    for key, pts in points.items():
+        x = float(target[key])
+        below = [p for p in pts if p[0] < x]
+        above = [p for p in pts if p[0] > x]
+        if not below or not above or x <= 0:
+            continue
+        lo, hi = max(below), min(above)
+        span = math.log(hi[0] / lo[0])
+        if best is None or span < best[0]:
+            best = (span, key, x, lo, hi)
+    if best is None:
+        return None
+    _, key, x, lo, hi = best
+    f = math.log(x / lo[0]) / math.log(hi[0] / lo[0])
+    ns = math.exp(np.interp(f, [0, 1], [math.log(lo[1]), math.log(hi[1])]))
+    joules = (math.exp(np.interp(f, [0, 1], [math.log(lo[2]), math.log(hi[2])]))
+              if lo[2] > 0 and hi[2] > 0 else math.nan)
+    return ns, joules, f"between measured {key}={lo[0]:g} and {key}={hi[0]:g}"
