@@ -118,16 +118,15 @@ def load_lookup(frames, sku: str, *, device_kind: str | None = None, torch_versi
     history = case_stats(frames, " AND ".join(where), params) if device_kind else pd.DataFrame()
     history = history.reindex(columns=_COLUMNS) if not history.empty else pd.DataFrame(columns=_COLUMNS)
     cal = None
-    if not history.empty:
-        cal = calibrate(newest(history), hardware(sku), device_kind)
-    else:
-        try:
+    try:  # a calibration needs cases with work measured (not only empty calls)
+        if not history.empty:
+            cal = calibrate(newest(history), hardware(sku), device_kind)
+        else:
             source, kind = pick_source(frames, sku, device_kind)
-            src = measured_cases(frames, source, device_kind=kind)
-            cal = calibrate(src, hardware(source), kind)
+            cal = calibrate(measured_cases(frames, source, device_kind=kind), hardware(source), kind)
             device_kind = device_kind or kind
-        except ValueError:
-            cal = None
+    except ValueError:
+        cal = None
     return Lookup(sku, device_kind, history, cal, torch_version)
 
 

@@ -1,0 +1,239 @@
+"""The model layer (#27): workloads as data, their decomposition into kernel cases
+against hand-computed shapes and flop counts, the generated suite, and the projection
+of a step on a tiny lake with known kernel times (read through DuckDB; no Spark)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from kernels_bench.case import Case
+from pipelines.config.lake import Lake
+from pipelines.projection.decompose import decompose
+from pipelines.projection.workload import Scenario, WorkloadError, load_workload, parse_workload
+
+H100 = "H100-SXM5-80GB"
+
+
+def _by_op(calls):
+    return {c.op: c for c in calls}
+
+
+# --- decomposition against hand-computed values ------------------------------------------
+
+def test_llama_8b_prefill_gemm_shapes_are_the_models_weight_shapes():
+    calls = _by_op(decompose(load_workload("llama-8b"), Scenario("prefill", 2, 1024)))
+    shape = {op: (c.case.p["m"], c.case.p["n"], c.case.p["k"]) for op, c in calls.items() if c.op_class == "gemm"}
+    assert shape == {"qkv_proj": (2048, (32 + 2 * 8) * 128, 4096), "o_proj": (2048, 4096, 4096),
+                     "gate_up_proj": (2048, 2 * 14336, 4096), "down_proj": (2048, 4096, 14336),
+                     "lm_head": (2, 128256, 4096)}
+    assert calls["qkv_proj"].count == 32 and calls["lm_head"].count == 1
+    att = calls["attention"].case.p
+    assert (att["batch"], att["heads"], att["kv_heads"], att["q_len"], att["kv_len"], att["causal"]) == \
+        (2, 32, 8, 1024, 1024, True)
+
+
+def test_a_decode_step_does_two_flops_per_weight_per_sequence_plus_attention():
+    w, batch, ctx = load_workload("llama-8b"), 32, 4096
+    calls = decompose(w, Scenario("decode", batch, ctx))
+    gemm = sum(c.flops * c.count for c in calls if c.op_class == "gemm")
+    assert gemm == 2 * batch * (w.params() - w.vocab * w.hidden)  # every weight but the embedding table
+    assert w.params() + 65 * 4096 == 8_030_261_248  # Llama 3.1 8B's published count holds 65 norm weights too
+    attention = sum(c.flops * c.count for c in calls if c.op_class == "attention")
+    assert attention == 4 * batch * 32 * 1 * ctx * 128 * 32       # QK^T and PV, one query per sequence
+
+
+def test_tensor_parallel_splits_the_flops_and_adds_two_all_reduces_per_layer():
+    w, batch = load_workload("llama-70b"), 16
+    one = decompose(w, Scenario("decode", batch, 2048, tp=1))
+    eight = decompose(w, Scenario("decode", batch, 2048, tp=8))
+    flops = lambda calls: sum(c.flops * c.count for c in calls if c.op_class in ("gemm", "attention"))
+    assert 8 * flops(eight) == flops(one)
+    reduces = [c for c in eight if c.case.kernel == "all_reduce"]
+    assert [c.op for c in reduces] == ["attn_all_reduce", "ffn_all_reduce"] and all(c.count == 80 for c in reduces)
+    ar = reduces[0]
+    assert ar.case.p == {"numel": batch * 8192, "world_size": 8}
+    assert ar.bytes == pytest.approx(2 * 7 / 8 * batch * 8192 * 2)   # nccl-tests' bus bytes of a bf16 all-reduce
+    assert not [c for c in one if c.op_class == "communication"]
+    att = _by_op(eight)["attention"].case.p
+    assert (att["heads"], att["kv_heads"]) == (8, 1)
+
+
+def test_moe_decode_computes_only_the_active_experts():
+    w, batch = load_workload("mixtral-8x7b"), 32
+    calls = decompose(w, Scenario("decode", batch, 4096))
+    gemm = sum(c.flops * c.count for c in calls if c.op_class == "gemm")
+    assert gemm == 2 * batch * (w.params(active=True) - w.vocab * w.hidden)
+    experts = _by_op(calls)["expert_gate_up_proj"]
+    assert experts.case.p["m"] == batch * 2 // 8 and experts.count == 8 * 32
+    ep = _by_op(decompose(w, Scenario("decode", batch, 4096, tp=8, ep=8)))["expert_down_proj"]
+    assert (ep.count, ep.case.p["m"], ep.case.p["k"]) == (32, 8, 14336)  # one whole expert per GPU
+
+
+# --- validation ---------------------------------------------------------------------------
+
+def test_a_preset_with_a_bad_field_is_an_error_naming_the_file_and_the_field(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(Path(load_workload("llama-8b").source).read_text().replace("kv_heads: 8", "kv_heads: 7"))
+    with pytest.raises(WorkloadError, match=r"bad\.yaml: heads \(32\) must be a multiple of kv_heads \(7\)"):
+        load_workload(str(bad))
+    with pytest.raises(WorkloadError, match=r"p\.yaml: hidden: a positive integer, got '4k'"):
+        parse_workload({**_doc(), "hidden": "4k"}, "p.yaml")
+    with pytest.raises(WorkloadError, match=r"p\.yaml: unknown fields \['hiden'\]"):
+        parse_workload({**_doc(), "hiden": 1}, "p.yaml")
+    with pytest.raises(WorkloadError, match=r"p\.yaml: activation: 'relu' is not one of silu_mul, gelu"):
+        parse_workload({**_doc(), "activation": "relu"}, "p.yaml")
+    with pytest.raises(WorkloadError, match="no workload preset 'llama-9b'; presets: llama-70b, llama-8b"):
+        load_workload("llama-9b")
+
+
+def _doc() -> dict:
+    w = load_workload("llama-8b")
+    return {k: getattr(w, k) for k in ("name", "hidden", "layers", "heads", "kv_heads", "head_dim", "ffn",
+                                       "activation", "norm", "vocab", "dtype")}
+
+
+def test_a_scenario_the_model_cannot_split_says_why():
+    w = load_workload("llama-8b")
+    with pytest.raises(WorkloadError, match="tp 3 does not divide the 32 query heads"):
+        decompose(w, Scenario("decode", 1, 128, tp=3))
+    with pytest.raises(WorkloadError, match="ep 2 needs a mixture of experts"):
+        decompose(w, Scenario("decode", 1, 128, tp=2, ep=2))
+
+
+# --- the generated suite --------------------------------------------------------------------
+
+def test_the_generated_suite_is_up_to_date_and_listed_by_the_harness():
+    import io
+
+    from kernels_bench.__main__ import list_suites
+    from kernels_bench.suite import SUITES_DIR, load_suite
+    from pipelines.projection.decompose import SUITE_NAME, suite_text
+
+    assert (SUITES_DIR / f"{SUITE_NAME}.yaml").read_text() == suite_text(), "run perflake model --write-suite"
+    ids = {pc.case.case_id for pc in load_suite(SUITE_NAME).cases}
+    for c in decompose(load_workload("mixtral-8x7b"), Scenario("decode", 32, 4096, tp=8, ep=8)):
+        assert c.case.case_id in ids, c.case.label
+    out = io.StringIO()
+    list_suites(out=out)
+    assert any(line.startswith(SUITE_NAME) and "silu_mul" in line for line in out.getvalue().splitlines())
+
+
+# --- the projection on a lake with known kernel times -----------------------------------------
+
+W = load_workload("llama-8b")
+S = Scenario("prefill", 1, 2048)
+KNOWN_NS = 100_000.0   # every case the tiny lake measures exactly takes this long ...
+QKV_BELOW, QKV_ABOVE = 50_000.0, 200_000.0   # ... but the QKV GEMM's neighbours
+
+
+def _write_lake(root: Path, sku: str = H100) -> Lake:
+    """A lake whose case_stats hold, on `sku` (simulated): every call of W's step S but
+    the QKV GEMM and the LM head, at KNOWN_NS; the QKV GEMM's neighbours n=5120 and
+    n=8192; nothing near the LM head."""
+    from kernels_bench.kernels import kernel_for
+    from schemas.tables import CASE_STATS, CASES
+
+    calls = {c.op: c.case for c in decompose(W, S)}
+    qkv = calls.pop("qkv_proj")
+    calls.pop("lm_head")
+    cases = {c.case_id: (c, KNOWN_NS) for c in calls.values()}
+    for n, ns in ((5120, QKV_BELOW), (8192, QKV_ABOVE)):  # (n=4096 would be the O GEMM's own case)
+        c = Case.make("gemm", "matmul", "torch", "bf16", **{**qkv.p, "n": n})
+        cases[c.case_id] = (c, ns)
+    lake = Lake(root)
+    stats = [{**{col: None for col in CASE_STATS.column_names}, "run_id": "r1", "case_id": cid, "attempt": 1,
+              "family": c.family, "kernel": c.kernel, "backend": c.backend, "dtype": c.dtype,
+              "device_kind": "simulated", "gpu_sku": sku, "status": "ok", "median_ns": ns,
+              "flops_per_call": kernel_for(c.kernel).flops(c), "bytes_per_call": kernel_for(c.kernel).bytes(c),
+              "energy_per_call_j": ns * 1e-9 * 500.0} for cid, (c, ns) in cases.items()]
+    part = lake.warehouse / "case_stats" / "dt=2035-01-02" / "pool=sim-h100"
+    part.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(stats, CASE_STATS.arrow_schema(with_partitions=False)), part / "p.parquet")
+    rows = [{**{col: None for col in CASES.column_names}, "case_id": cid, "family": c.family, "kernel": c.kernel,
+             "backend": c.backend, "dtype": c.dtype, "params": [(k, str(v)) for k, v in c.params]}
+            for cid, (c, _) in cases.items()]
+    (lake.warehouse / "cases").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows, CASES.arrow_schema()), lake.warehouse / "cases" / "p.parquet")
+    return lake
+
+
+@pytest.fixture(scope="module")
+def projected(tmp_path_factory):
+    from pipelines.projection.lookup import load_lookup
+    from pipelines.projection.model import project_workload
+    from pipelines.warehouse.frames import Frames
+
+    lake = _write_lake(tmp_path_factory.mktemp("model-lake"))
+    with Frames(lake) as frames:
+        lookup = load_lookup(frames, H100)
+    return lookup, *project_workload(W, S, lookup)
+
+
+def test_a_call_the_lake_measured_exactly_takes_its_measured_median(projected):
+    _, calls, _ = projected
+    measured = calls[calls["source"] == "measured"]
+    assert set(measured["op"]) == {"embedding", "attn_norm", "attention", "o_proj", "attn_residual", "ffn_norm",
+                                   "gate_up_proj", "activation", "down_proj", "ffn_residual", "final_norm"}
+    assert (measured["ns_per_call"] == KNOWN_NS).all()
+
+
+def test_a_shape_between_two_measured_neighbours_is_interpolated_log_log(projected):
+    _, calls, _ = projected
+    qkv = calls.set_index("op").loc["qkv_proj"]
+    f = math.log(6144 / 5120) / math.log(8192 / 5120)
+    assert qkv["source"] == "interpolated" and "n=5120 and n=8192" in qkv["how"]
+    assert qkv["ns_per_call"] == pytest.approx(QKV_BELOW * (QKV_ABOVE / QKV_BELOW) ** f)
+
+
+def test_a_shape_with_no_measured_neighbours_falls_back_to_the_calibrated_roofline(projected):
+    _, calls, _ = projected
+    head = calls.set_index("op").loc["lm_head"]
+    assert head["source"] == "roofline" and head["ns_per_call"] >= head["bound_ns"] > 0
+
+
+def test_the_step_is_the_sum_of_its_calls_and_says_what_it_rests_on(projected):
+    lookup, calls, s = projected
+    qkv = calls.set_index("op").loc["qkv_proj", "ns_per_call"]
+    head = calls.set_index("op").loc["lm_head", "ns_per_call"]
+    measured_calls = int(calls.loc[calls["source"] == "measured", "count"].sum())
+    assert measured_calls == 1 + 32 * 9 + 1  # the embedding, 9 ops in each of 32 layers, the final norm
+    step = measured_calls * KNOWN_NS + 32 * qkv + head
+    assert s["step_ns"] == pytest.approx(step)
+    assert s["tokens_per_s"] == pytest.approx(2048 / step * 1e9)
+    assert s["measured_pct"] == pytest.approx(measured_calls * KNOWN_NS / step * 100)
+    assert s["measured_pct"] + s["interpolated_pct"] + s["roofline_pct"] == pytest.approx(100)
+    assert s["simulated"] and "SIMULATED measurements of H100-SXM5-80GB" in s["context"]
+    # 500 W on every measured or interpolated call; the roofline's LM head is charged the same mean power.
+    assert s["energy_per_token_j"] == pytest.approx(step * 1e-9 * 500.0 / 2048)
+    flops = sum(c.flops * c.count for c in decompose(W, S))
+    assert s["mfu_pct"] == pytest.approx(flops / (step * 1e-9) / 989.4e12 * 100)  # the H100's bf16 peak
+
+
+def test_an_unmeasured_gpu_is_projected_from_the_measured_one_and_labelled_simulated(projected, tmp_path):
+    from pipelines.projection.lookup import load_lookup
+    from pipelines.projection.model import project_workload
+    from pipelines.warehouse.frames import Frames
+
+    lake = _write_lake(tmp_path)
+    with Frames(lake) as frames:
+        lookup = load_lookup(frames, "B200-SXM-180GB")
+    calls, s = project_workload(W, S, lookup)
+    assert (calls["source"] == "roofline").all() and s["simulated"]
+    assert "no measurements of B200-SXM-180GB" in s["context"] and "simulated H100-SXM5-80GB" in s["context"]
+    assert s["step_ns"] < projected[2]["step_ns"]  # the B200's roofs are higher on every axis
+
+
+def test_an_empty_lake_still_answers_from_the_spec_sheet(tmp_path):
+    from pipelines.projection.lookup import load_lookup
+    from pipelines.projection.model import project_workload
+    from pipelines.warehouse.frames import Frames
+
+    with Frames(Lake(tmp_path)) as frames:
+        calls, s = project_workload(W, S, load_lookup(frames, "A100-SXM4-80GB"))
+    assert (calls["source"] == "roofline").all() and not s["simulated"]
+    assert (calls["ns_per_call"][calls["op_class"] != "communication"] == calls["bound_ns"]).all()
+    assert "uncalibrated" in s["context"]
