@@ -103,9 +103,11 @@ def _roofline(c: Call, bound: float, projected: pd.DataFrame | None, lookup: Loo
     return bound, "roofline bound at spec-sheet peaks (uncalibrated: a lower bound)"
 
 
-def project_workload(w: Workload, s: Scenario, lookup: Lookup) -> tuple[pd.DataFrame, dict]:
-    """(the priced calls, the step's summary) of `s` on the lookup's GPU."""
-    target = hardware(lookup.sku)
+def project_workload(w: Workload, s: Scenario, lookup: Lookup,
+                     target: Hardware | None = None) -> tuple[pd.DataFrame, dict]:
+    """(the priced calls, the step's summary) of `s` on the lookup's GPU (or on `target`,
+    a device outside the catalog, e.g. the CPU of benchmarks/model_e2e.py)."""
+    target = target or hardware(lookup.sku)
     calls = price_calls(decompose(w, s), lookup, target)
     return calls, summarise(w, s, calls, lookup, target)
 
