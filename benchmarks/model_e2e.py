@@ -45,8 +45,12 @@ from pipelines.projection.workload import Scenario, Workload, load_workload  # n
 RULE = StoppingRule(min_samples=20, min_time_s=0.2, max_noise=0.02, timeout_s=3.0, max_samples=2000)
 
 
-def measured_lookup(w: Workload, scenarios, device: str, sku: str) -> Lookup:
-    """Every distinct case the scenarios call, measured by the harness on `device`."""
+STATS = {"median": statistics.median, "min": min}
+
+
+def measured_lookup(w: Workload, scenarios, device: str, sku: str, stat: str = "median") -> Lookup:
+    """Every distinct case the scenarios call, measured by the harness on `device`
+    (`stat` of its samples: the lake's median, or the minimum on a loaded machine)."""
     cases = {c.case.case_id: c.case for s in scenarios for c in decompose(w, s)}
     rows = []
     for cid, case in cases.items():
@@ -57,7 +61,7 @@ def measured_lookup(w: Workload, scenarios, device: str, sku: str) -> Lookup:
         rows.append({"case_id": cid, "family": case.family, "kernel": case.kernel, "backend": case.backend,
                      "dtype": case.dtype, "params": list(case.params), "flops_per_call": k.flops(case),
                      "bytes_per_call": k.bytes(case),
-                     "median_ns": statistics.median(s["latency_ns"] for s in out.samples),
+                     "median_ns": float(STATS[stat]([s["latency_ns"] for s in out.samples])),
                      "energy_per_call_j": out.energy_per_call_j, "run_id": "model-e2e", "dt": "now",
                      "device_kind": "gpu" if device.startswith("cuda") else "cpu"})
     return Lookup(sku, rows[0]["device_kind"], pd.DataFrame(rows), None)
@@ -115,8 +119,8 @@ class Model:
         return last @ self.head
 
 
-def time_step(fn, device: str, min_time_s: float = 1.0, min_runs: int = 10) -> float:
-    """Median wall time of `fn` in ns (synchronised on a GPU), after warm-up."""
+def time_step(fn, device: str, stat: str = "median", min_time_s: float = 1.0, min_runs: int = 10) -> float:
+    """`stat` of the wall times of `fn` in ns (synchronised on a GPU), after warm-up."""
     from kernels_bench.timing import synchronize
 
     for _ in range(3):
@@ -128,7 +132,7 @@ def time_step(fn, device: str, min_time_s: float = 1.0, min_runs: int = 10) -> f
         fn()
         synchronize(device)
         times.append(time.perf_counter_ns() - t0)
-    return float(statistics.median(times))
+    return float(STATS[stat](times))
 
 
 def _cpu() -> Hardware:
@@ -152,6 +156,10 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", type=int, help="run only this many layers (a big model on a small device)")
     ap.add_argument("--threads", type=int, default=1, help="CPU: torch threads (default 1: a shared, loaded "
                                                               "machine makes more threads spin on each other)")
+    ap.add_argument("--stat", choices=sorted(STATS), default="median",
+                    help="statistic of kernel samples and model runs alike (min: a loaded, shared machine)")
+    ap.add_argument("--rounds", type=int, default=1, help="measure kernels then the model this many times "
+                                                         "(interleaved, so both see the same load)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
     torch.manual_seed(0)
@@ -163,36 +171,41 @@ def main(argv=None) -> int:
     if not args.device.startswith("cuda"):
         w = replace(w, attention_backend="sdpa-math") if w.attention_backend != "sdpa-math" else w
     prefill, decode = Scenario("prefill", args.batch, args.prompt), Scenario("decode", args.decode_batch, args.context)
-    t0 = time.monotonic()
-    lookup = measured_lookup(w, [prefill, decode], args.device, args.sku or "this-cpu")
-    took = time.monotonic() - t0
-    target = None if args.sku else _cpu()
     model = Model(w, args.device)
+    target = None if args.sku else _cpu()
     results = []
-    with torch.inference_mode():
-        for s in (prefill, decode):
-            calls, summary = project_workload(w, s, lookup, target)
-            ids = torch.randint(0, w.vocab, (s.batch, s.seq if s.phase == "prefill" else 1), device=args.device)
-            caches = None
-            if s.phase == "decode":
-                shape = (s.batch, w.kv_heads, s.seq, w.head_dim)
-                caches = [(torch.randn(shape, device=args.device, dtype=model.dt),
-                           torch.randn(shape, device=args.device, dtype=model.dt)) for _ in range(w.layers)]
-            measured = time_step(lambda: model.step(ids, caches), args.device)
-            projected = summary["step_ns"]
-            results.append({"preset": w.name, "layers": w.layers, "scenario": s.label, "device": args.device,
-                            "projected_ms": projected / 1e6, "measured_ms": measured / 1e6,
-                            "error_pct": (projected - measured) / measured * 100,
-                            "kernel_calls": int(calls["count"].sum()),
-                            "by_class_ms": {k[:-3]: v / 1e6 for k, v in summary.items()
-                                            if k.endswith("_ns") and k not in ("step_ns", "per_layer_ns") and v},
-                            "measured_pct": summary["measured_pct"]})
-    print(f"{w.name} ({w.layers} layers, {w.dtype}) on {args.device}: {len(lookup.history)} kernel cases measured "
-          f"in {took:.0f} s")
-    for r in results:
-        print(f"  {r['scenario']:<40} projected {r['projected_ms']:9.3f} ms  measured {r['measured_ms']:9.3f} ms  "
-              f"error {r['error_pct']:+6.1f} %  ({r['kernel_calls']} kernel calls; "
-              + ", ".join(f"{k} {v:.3f}" for k, v in r["by_class_ms"].items()) + " ms)")
+    for rnd in range(args.rounds):
+        t0 = time.monotonic()
+        lookup = measured_lookup(w, [prefill, decode], args.device, args.sku or "this-cpu", args.stat)
+        took = time.monotonic() - t0
+        with torch.inference_mode():
+            for s in (prefill, decode):
+                calls, summary = project_workload(w, s, lookup, target)
+                ids = torch.randint(0, w.vocab, (s.batch, s.seq if s.phase == "prefill" else 1), device=args.device)
+                caches = None
+                if s.phase == "decode":
+                    shape = (s.batch, w.kv_heads, s.seq, w.head_dim)
+                    caches = [(torch.randn(shape, device=args.device, dtype=model.dt),
+                               torch.randn(shape, device=args.device, dtype=model.dt)) for _ in range(w.layers)]
+                measured = time_step(lambda: model.step(ids, caches), args.device, args.stat)
+                projected = summary["step_ns"]
+                results.append({"round": rnd, "preset": w.name, "layers": w.layers, "scenario": s.label,
+                                "device": args.device, "stat": args.stat, "projected_ms": projected / 1e6,
+                                "measured_ms": measured / 1e6, "error_pct": (projected - measured) / measured * 100,
+                                "kernel_calls": int(calls["count"].sum()),
+                                "by_class_ms": {k[:-3]: v / 1e6 for k, v in summary.items()
+                                                if k.endswith("_ns") and k not in ("step_ns", "per_layer_ns") and v},
+                                "measured_pct": summary["measured_pct"]})
+        print(f"round {rnd + 1}: {w.name} ({w.layers} layers, {w.dtype}) on {args.device}, {args.stat}: "
+              f"{len(lookup.history)} kernel cases measured in {took:.0f} s")
+        for r in results[-2:]:
+            print(f"  {r['scenario']:<40} projected {r['projected_ms']:9.3f} ms  measured {r['measured_ms']:9.3f} ms  "
+                  f"error {r['error_pct']:+6.1f} %  ({r['kernel_calls']} kernel calls; "
+                  + ", ".join(f"{k} {v:.3f}" for k, v in r["by_class_ms"].items()) + " ms)")
+    for sc in (prefill, decode):
+        errs = [r["error_pct"] for r in results if r["scenario"] == sc.label]
+        print(f"{sc.label}: error over {len(errs)} rounds: median {statistics.median(errs):+.1f} %, "
+              f"range {min(errs):+.1f} .. {max(errs):+.1f} %")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0
