@@ -237,3 +237,16 @@ def test_an_empty_lake_still_answers_from_the_spec_sheet(tmp_path):
     assert (calls["source"] == "roofline").all() and not s["simulated"]
     assert (calls["ns_per_call"][calls["op_class"] != "communication"] == calls["bound_ns"]).all()
     assert "uncalibrated" in s["context"]
+
+
+def test_the_cli_labels_simulated_data_and_names_its_sources(tmp_path, capsys, monkeypatch):
+    from pipelines.cli import main
+
+    lake = _write_lake(tmp_path)
+    monkeypatch.setenv("PERFLAKE_HOME", str(lake.root))
+    assert main(["model", "llama-8b", "--gpu", H100, "--phase", "prefill", "--prompt", "2048", "--calls"]) == 0
+    out = capsys.readouterr().out
+    assert f"{H100} [SIMULATED data]: step" in out and "sources:  measured" in out
+    assert "between measured n=5120 and n=8192" in out  # the --calls table names each call's source
+    assert main(["model", "llama-8b", "--gpu", H100, "--tp", "3"]) == 2
+    assert "tp 3 does not divide the 32 query heads" in capsys.readouterr().err
