@@ -22,7 +22,7 @@ LAYERS = [
     ["pipelines.report"],
     ["jobs"],
     ["pipelines.orchestration"],
-    ["pipelines.web"],
+    ["pipelines.web", "pipelines.deploy"],
     ["pipelines.cli"],
     ["dags"],
 ]

@@ -23,10 +23,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipelines.cli import airflow, info, ingest, mine, model, regressions, report, sql, triage, web
+from pipelines.cli import airflow, info, ingest, mine, model, regressions, report, services, sql, triage, web
 
 # Each command group's module adds its sub-commands: one module per group.
-GROUPS = (sql, mine, airflow, ingest, regressions, triage, report, model, web, info)
+GROUPS = (sql, mine, airflow, ingest, regressions, triage, report, model, web, services, info)
 
 
 def build_parser() -> argparse.ArgumentParser:

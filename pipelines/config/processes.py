@@ -73,3 +73,27 @@ def tree_rss_bytes(pid: int) -> int:
         total += rss.get(p, 0)
         todo += children.get(p, [])
     return total
+
+
+def stop_group(pgid: int, *, timeout_s: float = 30.0) -> None:
+    """End a process group that a detached service leads: SIGTERM, then SIGKILL to what
+    is left after `timeout_s`; returns once none of it is alive."""
+    import signal
+    import time
+
+    def signal_all(sig: int) -> None:
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            os.kill(pgid, sig)
+
+    signal_all(signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while (alive(pgid) or group_members(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if alive(pgid) or group_members(pgid):
+        signal_all(signal.SIGKILL)
+        while (alive(pgid) or group_members(pgid)) and time.monotonic() < deadline + 10:
+            time.sleep(0.2)

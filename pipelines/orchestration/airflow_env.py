@@ -1,5 +1,7 @@
-"""A local Airflow home under the lake: SQLite metadata, this repo's dags/, no examples.
-Must run before airflow is imported in the process (or exported for child processes)."""
+"""The lake's Airflow home, this repo's dags/, no examples: SQLite metadata under the lake
+(embedded), or in services mode (`make up`) the services' PostgreSQL with the
+LocalExecutor. Must run before airflow is imported in the process (or exported for child
+processes)."""
 from __future__ import annotations
 
 import os
@@ -8,26 +10,60 @@ import sys
 from pathlib import Path
 
 from pipelines.config.lake import Lake
+from pipelines.config.pools import load_pools
+from pipelines.config.services import AIRFLOW_DB, AIRFLOW_ROLE, HOST, configured
 
 DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
 
 
 def airflow_env(lake: Lake) -> dict[str, str]:
-    home = lake.root / "airflow"
-    return {
+    services = configured(lake)
+    home = lake.root / "airflow" if services is None else services.root / "airflow"
+    env = {
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_DIR),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         "PERFLAKE_HOME": str(lake.root),
+    }
+    if services is None:
+        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{home}/airflow.db"
+        return env
+    # Secrets are read from files by Airflow itself (the `_CMD` variants), so that no
+    # password is in an environment or on a command line.
+    secret = services.secrets
+    env.update({
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD": f"cat {secret / 'airflow-sql-alchemy-conn'}",
+        "AIRFLOW__API_AUTH__JWT_SECRET_CMD": f"cat {secret / 'airflow-jwt-secret'}",
+        "AIRFLOW__API__SECRET_KEY_CMD": f"cat {secret / 'airflow-api-secret-key'}",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        # Every pool's every slot can run at once, plus the mining and reporting tasks.
+        "AIRFLOW__CORE__PARALLELISM": str(sum(p.slots for p in load_pools().values()) + 8),
+        "AIRFLOW__API__HOST": HOST,
+        "AIRFLOW__API__PORT": str(services.airflow_port),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://{HOST}:{services.airflow_port}/execution/",
+    })
+    return env
+
+
+def airflow_secrets(lake: Lake) -> dict[str, str]:
+    """The contents of the secret files that airflow_env's `_CMD` settings read."""
+    services = configured(lake)
+    if services is None:
+        return {}
+    return {
+        "airflow-sql-alchemy-conn": services.sqlalchemy_url(AIRFLOW_DB, AIRFLOW_ROLE),
     }
 
 
 def prepare_airflow(lake: Lake) -> None:
     """Point this process at the lake's Airflow home and migrate its database once."""
-    # Variables already set (by the Makefile, or a team's own Airflow) win.
-    for k, v in airflow_env(lake).items():
+    # Variables already set (by a team's own Airflow) win; in services mode the database
+    # is the services' and no SQLite setting may hide it.
+    env = airflow_env(lake)
+    if "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD" in env:
+        os.environ.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", None)
+    for k, v in env.items():
         os.environ.setdefault(k, v)
     home = Path(os.environ["AIRFLOW_HOME"])
     home.mkdir(parents=True, exist_ok=True)
@@ -42,8 +78,6 @@ def prepare_airflow(lake: Lake) -> None:
 def sync_pools() -> list[str]:
     """Create or update one Airflow pool per registry pool (slots = devices)."""
     from airflow.models.pool import Pool
-
-    from pipelines.config.pools import load_pools
 
     names = []
     for p in load_pools().values():

@@ -44,10 +44,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.config import processes
+from pipelines.config import accounts, processes
 from pipelines.config.lake import Lake, safe_name
+from pipelines.config.services import HOST, READER_ROLE, configured
 from pipelines.query import gate
-from pipelines.warehouse.session import spark_conf, spark_home
+from pipelines.warehouse.session import merged_conf, spark_conf, spark_home
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 10000
@@ -56,6 +57,7 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 QUERY_TIMEOUT_S = 300
 MAX_ROWS = 100_000
 POOL = "adhoc"
+METADATA_TTL_S = 2
 HASH_ITERATIONS = 200_000
 
 
@@ -109,7 +111,8 @@ def server_conf(lake: Lake, *, query_timeout_s: int = QUERY_TIMEOUT_S, max_rows:
                 auth: bool = False) -> dict[str, str]:
     """The server's Spark configuration: the lake's (`spark_conf`), the gate, the bounds on
     every statement, the ad-hoc scheduler pool and the audit listener."""
-    conf = {"spark.sql.catalogImplementation": "hive", **spark_conf(lake), **gate.session_conf()}
+    services = configured(lake)
+    conf = merged_conf({"spark.sql.catalogImplementation": "hive"}, spark_conf(lake, READER_ROLE), gate.session_conf())
     java_options = [conf.get("spark.driver.extraJavaOptions", ""), f"-Dperflake.audit.log={audit_log(lake)}"]
     if auth:
         java_options.append(f"-D{'perflake.auth.passwd.file'}={password_file(lake)}")
@@ -126,6 +129,26 @@ def server_conf(lake: Lake, *, query_timeout_s: int = QUERY_TIMEOUT_S, max_rows:
         # A task that runs out of memory fails its statement, not the whole service.
         "spark.executor.killOnFatalError.depth": "0",
     })
+    if services is not None:
+        scratch = service_dir(lake) / "scratch"
+        conf.update({
+            # The same application answers Spark Connect (perflake sql, compare, project),
+            # behind the same gate: plans from Connect clients pass the same rule.
+            "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
+            "spark.connect.grpc.binding.address": HOST,
+            "spark.connect.grpc.binding.port": str(services.connect_port),
+            # Readers see writers: a held-open session re-reads a table's location and
+            # partition files from the metastore at most this many seconds after a mine
+            # publishes (a snapshot publish moves the location; the old snapshot stays
+            # readable meanwhile, pipelines/warehouse/snapshots.py).
+            "spark.sql.metadataCacheTTLSeconds": str(METADATA_TTL_S),
+            # Hive's scratch space, the service's own (it may not write elsewhere).
+            "spark.hadoop.hive.exec.scratchdir": str(scratch / "hdfs"),
+            "spark.hadoop.hive.exec.local.scratchdir": str(scratch / "local"),
+            "spark.hadoop.hive.downloaded.resources.dir": str(scratch / "resources"),
+            "spark.local.dir": str(scratch / "spark"),
+            "spark.hadoop.javax.jdo.option.ConnectionPassword": services.password(READER_ROLE),
+        })
     return conf
 
 
@@ -153,13 +176,17 @@ def _write_pools(lake: Lake) -> None:
 """)
 
 
-def _write_properties(lake: Lake, conf: dict[str, str]) -> None:
+def _write_properties(lake: Lake, conf: dict[str, str], run_as: str = "") -> None:
+    """The server's configuration, readable by the server's user only (it holds the
+    metastore password in services mode)."""
     path = properties_file(lake)
     tmp = path.with_suffix(".partial")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         for k, v in conf.items():
             f.write(f"{k}={_property(v)}\n")
+    accounts.give(tmp, run_as, mode=0o600)
     tmp.replace(path)
 
 
@@ -169,12 +196,13 @@ def _property(value: str) -> str:
 
 
 def start(lake: Lake, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, timeout_s: float = 120.0,
-          query_timeout_s: int = QUERY_TIMEOUT_S, max_rows: int = MAX_ROWS) -> ServerStatus:
+          query_timeout_s: int = QUERY_TIMEOUT_S, max_rows: int = MAX_ROWS, run_as: str = "") -> ServerStatus:
     """Start the server detached and return once it accepts connections on host:port.
     With users in `password_file(lake)` it authenticates every connection; without, it
     may listen on loopback only (ValueError otherwise). Raises RuntimeError (with the
     log's tail) if it exits or does not listen in time; the half-started process is
-    stopped first."""
+    stopped first. `run_as` names the OS user the server runs as (root only; services
+    mode: a user that may read the lake but not write it)."""
     auth = bool(users(lake))
     if host not in _LOOPBACK and not auth:
         raise ValueError(f"host {host!r} is not loopback and the server has no users to authenticate: add one with "
@@ -189,18 +217,31 @@ def start(lake: Lake, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, tim
     service_dir(lake).mkdir(parents=True, exist_ok=True)
     run_dir(lake).mkdir(parents=True, exist_ok=True)
     _write_pools(lake)
-    _write_properties(lake, server_conf(lake, query_timeout_s=query_timeout_s, max_rows=max_rows, auth=auth))
-    run_dir(lake).mkdir(parents=True, exist_ok=True)
-    lake.metastore.mkdir(parents=True, exist_ok=True)
+    _write_properties(lake, server_conf(lake, query_timeout_s=query_timeout_s, max_rows=max_rows, auth=auth), run_as)
+    services = configured(lake)
+    if services is None:
+        lake.metastore.mkdir(parents=True, exist_ok=True)
+        workdir = lake.root  # stray Derby or Spark files land in the lake
+    else:
+        workdir = service_dir(lake)
+        for sub in ("scratch", "scratch/hdfs", "scratch/local", "scratch/resources", "scratch/spark"):
+            (workdir / sub).mkdir(parents=True, exist_ok=True)
+            accounts.give(workdir / sub, run_as, mode=0o700)
+        # The server writes its audit log here and reads the password file.
+        accounts.give(workdir, run_as, mode=0o700)
+        for f in (password_file(lake), pools_file(lake)):
+            if f.exists():
+                accounts.give(f, run_as, mode=0o600)
     log = log_file(lake)
     offset = log.stat().st_size if log.exists() else 0
     with open(log, "ab") as out:
         out.write(f"\n--- perflake sql-server start {time.strftime('%Y-%m-%dT%H:%M:%S')} ---\n".encode())
         out.flush()
         # A session of its own, so that stop() can end the JVM and any child by group.
-        # The working directory is the lake, so stray Derby or Spark files land there.
+        env = {**os.environ, "HOME": str(workdir)} if run_as else None
         proc = subprocess.Popen(server_command(lake, host, port, auth=auth), stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, cwd=lake.root, start_new_session=True)
+                                stderr=subprocess.STDOUT, cwd=workdir, start_new_session=True, env=env,
+                                **accounts.popen_user(run_as))
     pid_file(lake).write_text(json.dumps({"pid": proc.pid, "host": host, "port": port}))
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -208,7 +249,7 @@ def start(lake: Lake, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, tim
             _forget(lake)
             raise RuntimeError(f"the SQL server exited with code {proc.returncode} before listening"
                                f"{_diagnosis(log, offset)}; its log is {log}:\n{_tail(log, offset)}")
-        if _accepts(host, port):
+        if _accepts(host, port) and (services is None or _accepts(HOST, services.connect_port)):
             return ServerStatus(True, proc.pid, host, port, log)
         time.sleep(0.5)
     stop(lake)

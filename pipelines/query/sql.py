@@ -225,12 +225,12 @@ def gated_session(lake: Lake):
     from pyspark.sql import SparkSession
 
     from pipelines.query.gate import session_conf
-    from pipelines.warehouse.session import spark_conf
+    from pipelines.warehouse.session import merged_conf, spark_conf
 
     lake.metastore.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("perflake-sql").master(os.environ.get("PERFLAKE_SPARK_MASTER", "local[2]"))
-    for k, v in {**spark_conf(lake), **session_conf()}.items():
+    for k, v in merged_conf(spark_conf(lake), session_conf()).items():
         builder = builder.config(k, v)
     spark = builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -1,16 +1,19 @@
 """What must hold before a Spark session can start, checked in Python so that a known
 failure is one sentence instead of a JVM trace a minute later: Java is installed, and
-the lake's embedded (Derby) metastore is not held by another process."""
+the lake's embedded (Derby) metastore is not held by another process, or in services
+mode the shared metastore's PostgreSQL answers."""
 from __future__ import annotations
 
 import fcntl
 import os
 import shutil
+import socket
 import struct
 import time
 from pathlib import Path
 
 from pipelines.config.lake import Lake
+from pipelines.config.services import HOST, configured
 
 
 # How long a holder may take to let go before it counts as holding the metastore.
@@ -63,11 +66,26 @@ def check_spark_can_start(lake: Lake) -> None:
             else "no `java` on PATH"
         raise SparkUnavailable(f"Java not found ({where}): Spark needs Java 17; install it "
                                f"(Debian: apt-get install -y openjdk-17-jre-headless) or set JAVA_HOME")
+    services = configured(lake)
+    if services is not None:
+        if not _answers(HOST, services.pg_port):
+            raise SparkUnavailable(f"this lake runs on shared services ({services.file}) but their PostgreSQL "
+                                   f"({HOST}:{services.pg_port}) does not answer: start them with `make up` "
+                                   f"(or run embedded for one command with PERFLAKE_SERVICES=off)")
+        return  # a shared metastore admits every process
     pid = _holder_after_grace(lake)
     if pid is not None:
         raise SparkUnavailable(f"the metastore {lake.metastore} is held by another process ({_describe(pid)}); "
                                f"the embedded metastore admits one process at a time: let that one finish or stop "
                                f"it, or query without Spark (perflake sql --engine duckdb)")
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=2.0):
+            return True
+    except OSError:
+        return False
 
 
 def _holder_after_grace(lake: Lake) -> int | None:

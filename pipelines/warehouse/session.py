@@ -1,26 +1,39 @@
 """The Spark session: local mode by default, any master via $PERFLAKE_SPARK_MASTER, with
-the Hive catalog (embedded metastore under the lake) so tables outlive the session."""
+the Hive catalog so tables outlive the session: the lake's embedded Derby metastore, or
+in services mode (`make up`, pipelines/config/services.py) the shared one on PostgreSQL."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import os
+import shlex
 import sys
 
 from pipelines.config.lake import Lake
+from pipelines.config.services import WRITER_ROLE, configured
 
 DATABASE = "perf"
 # Spark's logging: its defaults less the metastore's repeated, harmless warnings.
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
 
 
-def spark_conf(lake: Lake) -> dict[str, str]:
+def spark_conf(lake: Lake, role: str = WRITER_ROLE) -> dict[str, str]:
+    """The lake's Spark settings; in services mode the shared metastore as `role` (its
+    password is not among them: `metastore_properties`)."""
+    services = configured(lake)
     ms = lake.metastore
+    if services is None:
+        metastore = {
+            "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={ms}/metastore_db;create=true",
+            "spark.driver.extraJavaOptions": f"-Dderby.system.home={ms} -Dderby.stream.error.file={ms}/derby.log "
+                                             f"-Dlog4j2.configurationFile={LOG4J2}",
+        }
+    else:
+        metastore = {**services.metastore_conf(role),
+                     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2}"}
     return {
         "spark.sql.warehouse.dir": str(lake.warehouse),
-        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={ms}/metastore_db;create=true",
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={ms} -Dderby.stream.error.file={ms}/derby.log "
-                                         f"-Dlog4j2.configurationFile={LOG4J2}",
+        **metastore,
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": os.environ.get("PERFLAKE_SHUFFLE_PARTITIONS", "8"),
@@ -38,6 +51,26 @@ def spark_conf(lake: Lake) -> dict[str, str]:
         # (years of partitions on object storage) still goes parallel.
         "spark.sql.sources.parallelPartitionDiscovery.threshold": "1024",
     }
+
+
+# Settings that hold lists: merging two configurations joins them instead of replacing.
+_LISTS = {"spark.driver.extraClassPath": ":", "spark.executor.extraClassPath": ":",
+          "spark.driver.extraJavaOptions": " ", "spark.sql.extensions": ","}
+
+
+def merged_conf(*confs: dict[str, str]) -> dict[str, str]:
+    """Spark configurations combined left to right; class paths, Java options and
+    extensions are joined, other settings replaced."""
+    out: dict[str, str] = {}
+    for conf in confs:
+        for k, v in conf.items():
+            sep = _LISTS.get(k)
+            if sep and out.get(k):
+                parts = out[k].split(sep)
+                out[k] = out[k] if v in parts else f"{out[k]}{sep}{v}"
+            else:
+                out[k] = v
+    return out
 
 
 def get_spark(lake: Lake, app: str = "perflake"):
@@ -58,6 +91,7 @@ def get_spark(lake: Lake, app: str = "perflake"):
     # Python workers (pandas UDFs, e.g. change detection) run this interpreter, whose
     # environment has pandas and pyarrow, unless the deployment names another.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    use_metastore_properties(lake)
     builder = SparkSession.builder.appName(app)
     master = os.environ.get("PERFLAKE_SPARK_MASTER")
     if master or "PYSPARK_GATEWAY_PORT" not in os.environ:
@@ -70,6 +104,23 @@ def get_spark(lake: Lake, app: str = "perflake"):
     spark.sparkContext.setLogLevel("WARN")
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
     return spark
+
+
+def use_metastore_properties(lake: Lake, role: str = WRITER_ROLE) -> None:
+    """In services mode, hand the metastore password to the JVM this process is about to
+    start through a properties file (pyspark passes builder settings to spark-submit as
+    --conf arguments, which `ps` shows to every user of the machine)."""
+    services = configured(lake)
+    if services is None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return  # embedded, or under spark-submit (its --properties-file decides)
+    props = services.spark_properties(role)
+    if not props.exists():
+        from pipelines.config.services import ServicesNotConfigured
+
+        raise ServicesNotConfigured(f"{props} is missing: run `make up` to (re)create the services' credentials")
+    args = os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
+    if "--properties-file" not in args:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {shlex.quote(str(props))} {args}"
 
 
 def spark_home() -> Path:
