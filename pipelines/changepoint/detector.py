@@ -68,6 +68,9 @@ from pipelines.changepoint.ranks import corrected_p, fixed_split_pvalue, split_r
 # Pruning starts over at most this many times with the noise re-measured on the
 # changes that survived (see _prune).
 REFITS = 3
+# A candidate whose shift clears the floors this many times over stays in the noise's
+# segmentation when pruning starts over (`_strong_candidates`).
+STRONG_RATIO = 3.0
 # The noise-units floor (min_sigma) is set for a new level seen for this many runs.
 TAIL_REF_RUNS = 4
 
@@ -96,6 +99,12 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
         cps, sigma, rho = _prune(x, candidates, params, by_shift=False)
     found = _wandering_jumps(x, cps, sigma, params)
     bounds = [0, *sorted([*cps, *found]), n]
+    tail = tail_change(x, bounds[1:-1], sigma, params)
+    if tail is not None:
+        earlier = _before_young_level(x, bounds[-2], tail[0], params)
+        if earlier:
+            bounds = sorted([*bounds, *earlier])
+            tail = tail_change(x, bounds[1:-1], sigma, params) or tail
     changes = []
     for i, cp in enumerate(bounds[1:-1]):
         left, right = x[bounds[i]:cp], x[cp:bounds[i + 2]]
@@ -106,11 +115,26 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
         changes.append(describe(int(kept[cp]), float(np.median(left)), right, sigma,
                                  fixed_split_pvalue(left, right, rho, sigma if by_shift else None),
                                  cp >= n - params.confirm_points, params))
-    tail = tail_change(x, bounds[1:-1], sigma, params)
     if tail is not None:
         cp, p, level, provisional = tail
         changes.append(describe(int(kept[cp]), level, x[cp:], sigma, p, provisional, params))
     return changes
+
+
+def _before_young_level(x: np.ndarray, start: int, young: int, params: DetectorParams) -> list[int]:
+    """Changes between the last kept change (or the first run), `start`, and a young
+    level among the newest runs starting at `young`: searched and pruned (stages 1-3)
+    on those runs alone.
+
+    A large new level among the last few runs sits at the end of the last segment, and
+    with it the segment has no clean split: a 5-sigma step 17 runs before a 15-sigma
+    one 4 runs from the end was never a candidate (ranks either side of any split were
+    mixed by the young level). The young level's runs are not part of the question."""
+    if young - start < 2 * params.min_segment + 1:
+        return []
+    seg = x[start:young]
+    cps, _, _ = _prune(seg, _search(seg, params), params)
+    return [start + c for c in cps]
 
 
 def _wandering_jumps(x: np.ndarray, cps: list[int], sigma: float,
@@ -267,18 +291,36 @@ def _prune(x: np.ndarray, candidates: list[int], params: DetectorParams,
     candidates that had cut a slow (autocorrelated) wander into levels, the surviving
     segmentation shows more noise, or more autocorrelation, than that: then pruning
     starts over from the candidates with the larger figures (REFITS times at most; they
-    only grow, so the estimate errs towards fewer changes).
+    only grow, so the estimate errs towards fewer changes). Candidates far past the
+    floors stay in the segmentation those figures are measured on
+    (`_strong_candidates`).
     """
     sigma, rho = noise_sigma(x, candidates), noise_rho(x, candidates)
+    strong = _strong_candidates(x, candidates, sigma, params)
     for _ in range(REFITS):
         cps = _prune_at(x, candidates, sigma, rho, params, by_shift)
-        sigma_refit, rho_refit = noise_sigma(x, cps), noise_rho(x, cps)
+        kept = sorted({*cps, *strong})
+        sigma_refit, rho_refit = noise_sigma(x, kept), noise_rho(x, kept)
         if sigma_refit <= sigma and rho_refit <= rho:
             break
         sigma, rho = max(sigma, sigma_refit), max(rho, rho_refit)
     else:
         cps = _prune_at(x, candidates, sigma, rho, params, by_shift)
     return cps, sigma, rho
+
+
+def _strong_candidates(x: np.ndarray, candidates: list[int], sigma: float, params: DetectorParams) -> list[int]:
+    """Candidates whose shift clears the floors STRONG_RATIO times over, between their
+    neighbouring candidates and across the 10 runs either side: whether or not they
+    are reported, they stay in the segmentation the noise is re-measured on.
+
+    A step that large is not a slow wander cut into levels, which is what the re-measure
+    is for. Left out, its shift became "noise": a 15-sigma level of the last 4 runs,
+    dropped because 4 runs cannot be significant among 20 after the search correction,
+    raised sigma 5x, and with it every other change of the history was dropped too."""
+    bounds = [0, *candidates, len(x)]
+    return [cp for i, cp in enumerate(candidates)
+            if _floor_ratio(x[bounds[i]:cp], x[cp:bounds[i + 2]], sigma, params) >= STRONG_RATIO]
 
 
 def _prune_at(x: np.ndarray, cps: list[int], sigma: float, rho: float, params: DetectorParams,

@@ -18,6 +18,11 @@ from pipelines.changepoint.ranks import corrected_p, split_raw_p, split_rho, spl
 # anyway. The relative floor is not raised: it says what size matters, not how likely
 # an outlier is (doubled, it hid a lone run 10-19 sigma and 3.2-4.4 % off its level).
 LONE_RUN_FACTOR = 2.0
+# ... but only LONE_RUN_MIN times where none of the last 2 x LOCAL_RUNS runs strayed
+# that far on the lone run's side (`lone_run_factor`): there a 3-sigma night is already
+# further out than the history goes, whereas after slow nights of 4-6 sigma (a second
+# mode, heavy tails) the full factor stands.
+LONE_RUN_MIN = 1.5
 # The newest-runs test looks at the last 1..TAIL_MAX runs for a significant new level
 # (a level seen for up to 5 nights; past that, the whole-series search confirms it).
 TAIL_MAX = 5
@@ -47,7 +52,8 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
       runs, within the last segment, so that slow drift does not read as a step; or of
       up to 2 x LOCAL_RUNS runs, whichever is nearer the new runs (`level_before`).
     - Every m needs the median of its m runs to clear both floors (a lone run:
-      LONE_RUN_FACTOR times the floor in noise units). For m > confirm_points the noise-units floor
+      LONE_RUN_FACTOR times the floor in noise units, or down to LONE_RUN_MIN times where
+      the recent runs never strayed that far on its side, `lone_run_factor`). For m > confirm_points the noise-units floor
       uses the noise with the m runs as a level of their own (`noise_sigma`): a new
       level of 3-5 runs left inside the last segment inflates its own yardstick.
     - "Run by run": every one of the m runs clears half the floor on the same side (a
@@ -93,7 +99,11 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
         level = level_before(x[start:n - m], float(np.median(new)))
         scale = noise_sigma(x, [*cps, n - m]) if m > params.confirm_points else sigma
         base_floor = effect_floor(level, scale, params)
-        floor = effect_floor(level, scale * LONE_RUN_FACTOR, params) if m == 1 else base_floor
+        if m == 1:
+            reach = lone_run_factor(x[start:n - 1], level, float(np.sign(new[0] - level)), scale, params)
+            floor = effect_floor(level, scale * reach, params)
+        else:
+            floor = base_floor
         if gap is not None and m > params.confirm_points:
             new = fold_other_mode(new, level, gap, floor)
         shift = new - level
@@ -134,6 +144,20 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
             if firm is None or p < firm[1]:  # a 3-5-run level the newest runs may end
                 firm = (n - m, p, level, True, side)
     return not_yet_significant or older
+
+
+def lone_run_factor(before: np.ndarray, level: float, side: float, sigma: float,
+                    params: DetectorParams) -> float:
+    """How many times the noise-units floor a lone newest run on `side` (+1 up, -1 down)
+    of `level` must clear: how far the farthest of the last 2 x LOCAL_RUNS runs before it
+    strayed on that side, in units of that floor, within [LONE_RUN_MIN, LONE_RUN_FACTOR]
+    (LONE_RUN_FACTOR where there are fewer than LOCAL_RUNS runs to judge by)."""
+    recent = before[-2 * LOCAL_RUNS:]
+    unit = params.min_sigma * sigma
+    if len(recent) < LOCAL_RUNS or unit <= 0 or side == 0:
+        return LONE_RUN_FACTOR
+    reach = float(np.max(side * (recent - level))) / unit
+    return float(np.clip(reach, LONE_RUN_MIN, LONE_RUN_FACTOR))
 
 
 def _recent_runs(before: np.ndarray, sigma: float) -> tuple[np.ndarray, float] | None:
