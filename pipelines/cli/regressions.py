@@ -62,8 +62,10 @@ def _cmd_regressions(args) -> int:
     from pipelines.query.sql import format_rows
     from schemas.tables import REGRESSIONS
 
-    spark, lake = _spark()
-    table = spark.table(catalog.ensure_table(spark, lake, REGRESSIONS))
+    from pipelines.warehouse.session import reader_session
+
+    spark = reader_session(Lake.from_env())
+    table = catalog.read_table(spark, REGRESSIONS)
     dt = safe_date(args.date) if args.date else None
     groups = [r.asDict() for r in pooled(table, dt, include_cleared=args.all).collect()]
     rows = []

@@ -44,15 +44,14 @@ def register(sub) -> None:
 def _cmd_list(args) -> int:
     from pipelines.warehouse import catalog
     from pipelines.config.lake import safe_date
-    from pipelines.warehouse.session import get_spark
+    from pipelines.warehouse.session import reader_session
     from pipelines.query.sql import format_rows
     from pipelines.triage.status import items
     from schemas.tables import REGRESSIONS
 
     today = safe_date(args.today) if args.today else datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-    lake = Lake.from_env()
-    spark = get_spark(lake)
-    table = spark.table(catalog.ensure_table(spark, lake, REGRESSIONS))
+    spark = reader_session(Lake.from_env())
+    table = catalog.read_table(spark, REGRESSIONS)
     statuses = None if args.all else tuple(args.status or ("provisional", "confirmed", "acknowledged"))
     direction = None if args.all else ("improvement" if args.improvements else "regression")
     rows = [r.asDict() for r in items(table, today, owner=args.owner, statuses=statuses, direction=direction,

@@ -47,7 +47,7 @@ def write_secrets(lake: Lake, services: Services) -> None:
         tmp.unlink(missing_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(value + "\n")
+            f.write(value)  # no newline: Airflow takes a `_CMD` output as it is
         tmp.replace(path)
 
 
@@ -102,7 +102,9 @@ def pid(services: Services, component: str) -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     cmdline = processes.cmdline(value)
-    return value if processes.alive(value) and b"airflow" in cmdline and component.encode() in cmdline else None
+    # Airflow retitles its processes ("airflow api_server -- host:..."): either spelling.
+    named = component.encode() in cmdline or component.replace("-", "_").encode() in cmdline
+    return value if processes.alive(value) and b"airflow" in cmdline and named else None
 
 
 def healthy(lake: Lake, services: Services) -> dict[str, str]:

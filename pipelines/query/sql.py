@@ -32,6 +32,7 @@ import re
 from decimal import Decimal
 
 from pipelines.config.lake import Lake
+from pipelines.config.services import configured
 from pipelines.warehouse.duck import duckdb_connection
 
 ENGINES = ("spark", "duckdb")
@@ -182,7 +183,11 @@ def _run_spark(statement: str, lake: Lake, limit: int) -> tuple[list[str], list[
     from pyspark.sql import types as T
 
     spark = SparkSession.getActiveSession()
-    if spark is None:
+    if spark is None and configured(lake) is not None:
+        from pipelines.warehouse.session import reader_session
+
+        spark = reader_session(lake)  # the shared service, over Spark Connect: no JVM here
+    elif spark is None:
         _refuse_if_server_holds_metastore(lake)
         spark = gated_session(lake)
     else:

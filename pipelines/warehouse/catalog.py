@@ -48,6 +48,16 @@ def ensure_table(spark: SparkSession, lake: Lake, table: Table) -> str:
     return name
 
 
+def read_table(spark: SparkSession, table: Table) -> DataFrame:
+    """The published table for reading, or an empty one of its schema when it was never
+    published; creates nothing (works on a read-only session, Spark Connect included)."""
+    name = f"{DATABASE}.{table.name}"
+    # SHOW TABLES, not catalog.tableExists: the SQL service's gate admits the statement.
+    if any(r.tableName == table.name for r in spark.sql(f"SHOW TABLES IN {DATABASE}").collect()):
+        return spark.table(name)
+    return spark.createDataFrame([], spark_schema(table))
+
+
 def location(spark: SparkSession, name: str) -> Path:
     """Where the metastore says table `name` lives."""
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()

@@ -42,9 +42,9 @@ class Frames:
                 self._con = duckdb_connection(self.lake)
             return self._con.execute(query, params).df()
         if self._spark is None:
-            from pipelines.warehouse.session import get_spark
+            from pipelines.warehouse.session import reader_session
 
-            self._spark = get_spark(self.lake)
+            self._spark = reader_session(self.lake)
         return self._spark.sql(query, args=params or None).toPandas()
 
     def table(self, table: str, where: str | None = None, columns: str = "*", params=()) -> pd.DataFrame:

@@ -106,6 +106,28 @@ def get_spark(lake: Lake, app: str = "perflake"):
     return spark
 
 
+def reader_session(lake: Lake):
+    """A session for reading the lake's tables: in services mode a Spark Connect session
+    on the shared Spark SQL service (no JVM in this process; read-only, behind the gate,
+    and it runs no user code: a job with Python UDFs uses `get_spark`), else `get_spark`."""
+    services = configured(lake)
+    if services is None:
+        return get_spark(lake)
+    import socket
+
+    from pyspark.sql import SparkSession
+
+    from pipelines.config.services import HOST
+    from pipelines.warehouse.preflight import SparkUnavailable
+
+    try:
+        socket.create_connection((HOST, services.connect_port), timeout=2.0).close()
+    except OSError:
+        raise SparkUnavailable(f"the Spark SQL service ({services.connect_url}) does not answer: start the services "
+                               f"with `make up` (`make status` shows each one's state and log)") from None
+    return SparkSession.builder.remote(services.connect_url).getOrCreate()
+
+
 def use_metastore_properties(lake: Lake, role: str = WRITER_ROLE) -> None:
     """In services mode, hand the metastore password to the JVM this process is about to
     start through a properties file (pyspark passes builder settings to spark-submit as
