@@ -136,31 +136,32 @@ def update_regressions(spark: SparkSession, lake: Lake, now: datetime.datetime |
     take part in their night's FDR family again). The work is proportional to the night,
     not to the lake. Without `night`, every series is re-examined over its whole history."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    name = catalog.ensure_table(spark, lake, REGRESSIONS)
-    runs, stats = spark.table(f"{DATABASE}.runs"), spark.table(f"{DATABASE}.case_stats")
-    previous = spark.table(name)
-    if night is None:
-        points = regression_points(stats, runs)
-        table = regressions_table(points, previous, runs, now, params, owners=owners)
-    else:
-        start = window_start(night)
-        runs, stats = runs.where(F.col("dt") >= F.lit(start)), stats.where(F.col("dt") >= F.lit(start))
-        window = regression_points(stats, runs)
-        tonight = window.where(F.col("dt") == F.lit(night))
-        if pools:
-            tonight = tonight.where(F.col("pool").isin(pools))
-        touched = tonight.select("series_key").distinct()
-        # A change whose last good run is in the window can be measured again; older ones stay as they are.
-        inside = F.coalesce(F.col("last_good_dt") >= F.lit(start), F.col("change_dt") >= F.lit(start), F.lit(False))
-        recent = previous.where(inside)
-        table = (regressions_table(window.join(touched, "series_key", "left_semi"),
-                                   recent.join(touched, "series_key", "left_semi"), runs, now, params,
-                                   owners=owners, fixed=recent.join(touched, "series_key", "left_anti"),
-                                   family_points=window)
-                 .unionByName(previous.where(~inside).select(*ordered_columns(REGRESSIONS))))
-    # The table is an input of its own new state; overwrite publishes a new snapshot
-    # directory, so the plan reads the old files while it writes (catalog._publish_snapshot).
-    catalog.overwrite(spark, lake, table, REGRESSIONS)
+    with catalog.table_lock(lake, REGRESSIONS):  # read, change, publish: no `triage ack` in between
+        name = catalog.ensure_table(spark, lake, REGRESSIONS)
+        runs, stats = spark.table(f"{DATABASE}.runs"), spark.table(f"{DATABASE}.case_stats")
+        previous = spark.table(name)
+        if night is None:
+            points = regression_points(stats, runs)
+            table = regressions_table(points, previous, runs, now, params, owners=owners)
+        else:
+            start = window_start(night)
+            runs, stats = runs.where(F.col("dt") >= F.lit(start)), stats.where(F.col("dt") >= F.lit(start))
+            window = regression_points(stats, runs)
+            tonight = window.where(F.col("dt") == F.lit(night))
+            if pools:
+                tonight = tonight.where(F.col("pool").isin(pools))
+            touched = tonight.select("series_key").distinct()
+            # A change whose last good run is in the window can be measured again; older ones stay as they are.
+            inside = F.coalesce(F.col("last_good_dt") >= F.lit(start), F.col("change_dt") >= F.lit(start), F.lit(False))
+            recent = previous.where(inside)
+            table = (regressions_table(window.join(touched, "series_key", "left_semi"),
+                                       recent.join(touched, "series_key", "left_semi"), runs, now, params,
+                                       owners=owners, fixed=recent.join(touched, "series_key", "left_anti"),
+                                       family_points=window)
+                     .unionByName(previous.where(~inside).select(*ordered_columns(REGRESSIONS))))
+        # The table is an input of its own new state; overwrite publishes a new snapshot
+        # directory, so the plan reads the old files while it writes (catalog._publish_snapshot).
+        catalog.overwrite(spark, lake, table, REGRESSIONS)
 
 
 def window_start(night: str) -> str:

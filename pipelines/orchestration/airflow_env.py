@@ -42,6 +42,9 @@ def airflow_env(lake: Lake) -> dict[str, str]:
         "AIRFLOW__API__HOST": HOST,
         "AIRFLOW__API__PORT": str(services.airflow_port),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://{HOST}:{services.airflow_port}/execution/",
+        # The task and trigger log servers: the two ports after the API server's.
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(services.airflow_port + 1),
+        "AIRFLOW__TRIGGERER__TRIGGERER_LOG_SERVER_PORT": str(services.airflow_port + 2),
     })
     return env
 

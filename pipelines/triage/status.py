@@ -72,21 +72,22 @@ def set_status(spark: SparkSession, lake: Lake, where: Column, what: str, status
     if not by:
         raise ValueError("say who: --by NAME")
     at = at or datetime.datetime.now(datetime.timezone.utc)
-    name = catalog.ensure_table(spark, lake, REGRESSIONS)
-    table = spark.table(name)
-    found = table.where(where).select("regression_id", "status").collect()
-    if not found:
-        raise KeyError(f"no regression with {what} in {name}; list them with: perflake triage list --all")
-    if any(r.status == "cleared" for r in found):
-        raise ValueError(f"the regression with {what} was cleared (its next run did not agree): nothing to triage")
-    if status == "acknowledged" and any(r.status == "closed" for r in found):
-        raise ValueError(f"the regression with {what} is closed; closing is final")
-    who, when, why = _FIELDS[status]
-    updates = {"status_since": F.when(F.col("status") != F.lit(status), F.lit(at)).otherwise(F.col("status_since")),
-               "status": F.lit(status), who: F.lit(by), when: F.lit(at), why: F.lit(note).cast("string")}
-    for col, value in updates.items():
-        table = table.withColumn(col, F.when(where, value).otherwise(F.col(col)))
-    # The table is an input of its own new state; overwrite publishes a new snapshot
-    # directory, so the plan reads the old files while it writes (catalog._publish_snapshot).
-    catalog.overwrite(spark, lake, table, REGRESSIONS)
-    return len(found)
+    with catalog.table_lock(lake, REGRESSIONS):  # read, change, publish: no mine in between
+        name = catalog.ensure_table(spark, lake, REGRESSIONS)
+        table = spark.table(name)
+        found = table.where(where).select("regression_id", "status").collect()
+        if not found:
+            raise KeyError(f"no regression with {what} in {name}; list them with: perflake triage list --all")
+        if any(r.status == "cleared" for r in found):
+            raise ValueError(f"the regression with {what} was cleared (its next run did not agree): nothing to triage")
+        if status == "acknowledged" and any(r.status == "closed" for r in found):
+            raise ValueError(f"the regression with {what} is closed; closing is final")
+        who, when, why = _FIELDS[status]
+        updates = {"status_since": F.when(F.col("status") != F.lit(status), F.lit(at)).otherwise(F.col("status_since")),
+                   "status": F.lit(status), who: F.lit(by), when: F.lit(at), why: F.lit(note).cast("string")}
+        for col, value in updates.items():
+            table = table.withColumn(col, F.when(where, value).otherwise(F.col(col)))
+        # The table is an input of its own new state; overwrite publishes a new snapshot
+        # directory, so the plan reads the old files while it writes (catalog._publish_snapshot).
+        catalog.overwrite(spark, lake, table, REGRESSIONS)
+        return len(found)

@@ -14,6 +14,9 @@ Every table lives under warehouse/<table>, registered in the metastore.
 """
 from __future__ import annotations
 
+import fcntl
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -23,6 +26,47 @@ from pipelines.config.lake import Lake
 from pipelines.warehouse.session import DATABASE
 from schemas.spark import create_table_ddl, spark_schema
 from schemas.tables import Table
+
+
+_held: dict[tuple[Path, int], int] = {}   # (lock file, thread) held, and how many times
+_held_guard = threading.Lock()
+
+
+@contextmanager
+def table_lock(lake: Lake, table: Table):
+    """Hold the table's writer lock: one read-modify-write of an unpartitioned table at a
+    time across every process on this host (a nightly mine, a backfill's mine and a
+    `triage ack` may run at once with a shared metastore; without it the later publish
+    would drop the earlier one's rows). Reentrant within a thread. An exclusive flock on
+    warehouse/<table>/_LOCK (Spark skips `_` names); on a cluster the lake must be on a
+    file system with working flock, docs/deploy.md."""
+    table_dir = lake.table_path(table.name)
+    table_dir.mkdir(parents=True, exist_ok=True)
+    path = table_dir / "_LOCK"
+    key = (path, threading.get_ident())
+    with _held_guard:
+        if _held.get(key):
+            _held[key] += 1
+            reentered = True
+        else:
+            reentered = False
+    if reentered:
+        try:
+            yield
+        finally:
+            with _held_guard:
+                _held[key] -= 1
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        with _held_guard:
+            _held[key] = 1
+        try:
+            yield
+        finally:
+            with _held_guard:
+                _held.pop(key, None)
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def ensure_table(spark: SparkSession, lake: Lake, table: Table) -> str:
@@ -87,17 +131,20 @@ def write_partitions(spark: SparkSession, lake: Lake, df: DataFrame, table: Tabl
 
 def replace_by_key(spark: SparkSession, lake: Lake, df: DataFrame, table: Table) -> None:
     """Upsert: rows of `df` replace existing rows with the same key; others stay."""
-    name = ensure_table(spark, lake, table)
-    keys = list(table.keys)
-    new = _in_table_order(spark, name, df).dropDuplicates(keys)
-    kept = spark.table(name).join(new.select(*keys), keys, "left_anti")
-    _publish_snapshot(spark, lake, name, table, new.unionByName(kept))
+    with table_lock(lake, table):
+        name = ensure_table(spark, lake, table)
+        keys = list(table.keys)
+        new = _in_table_order(spark, name, df).dropDuplicates(keys)
+        kept = spark.table(name).join(new.select(*keys), keys, "left_anti")
+        _publish_snapshot(spark, lake, name, table, new.unionByName(kept))
 
 
 def overwrite(spark: SparkSession, lake: Lake, df: DataFrame, table: Table) -> None:
-    """Replace the whole table (for tables recomputed from full history, like series)."""
-    name = ensure_table(spark, lake, table)
-    _publish_snapshot(spark, lake, name, table, _in_table_order(spark, name, df))
+    """Replace the whole table (for tables recomputed from full history, like series).
+    A caller that computed `df` from the table itself holds `table_lock` around both."""
+    with table_lock(lake, table):
+        name = ensure_table(spark, lake, table)
+        _publish_snapshot(spark, lake, name, table, _in_table_order(spark, name, df))
 
 
 def _publish_snapshot(spark: SparkSession, lake: Lake, name: str, table: Table, df: DataFrame) -> None:
