@@ -3,15 +3,14 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 export PERFLAKE_HOME ?= $(CURDIR)/data
-export AIRFLOW_HOME ?= $(PERFLAKE_HOME)/airflow
-export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
-export AIRFLOW__CORE__LOAD_EXAMPLES := False
-export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN ?= sqlite:///$(AIRFLOW_HOME)/airflow.db
+# Airflow's settings (home, DAG folder, database) come from pipelines/orchestration/airflow_env.py:
+# SQLite under the lake (embedded) or the services' PostgreSQL after `make up`.
 
-.PHONY: setup demo test test-full sql sql-server sql-server-stop report pools airflow lock clean help
+.PHONY: setup demo test test-full sql sql-server sql-server-stop report pools airflow up down status lock clean help
 
 help:
 	@echo "make demo | make demo-history | make test | make sql Q='SELECT ...' | make sql-server | make sql-server-stop | make report | make pools | make airflow"
+	@echo "make up | make status | make down   (the shared services: PostgreSQL, Spark SQL service, Airflow; docs/deploy.md)"
 
 # The venv is built from the lock (constraints.txt) once; the stamp marks it complete.
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -68,10 +67,26 @@ report: setup
 pools: setup
 	$(VENV)/bin/perflake pools
 
-# `airflow standalone` starts its parts as `airflow` from PATH: put the venv first. The
-# API server (UI) listens on loopback only; PORT picks its port (default 8080).
+# The shared services of the lake, on 127.0.0.1 only (docs/deploy.md): PostgreSQL 15 (Hive
+# metastore, Airflow's metadata), one Spark SQL service (JDBC and Spark Connect, read-only)
+# and Airflow (scheduler, dag-processor, triggerer, API server). From the first `make up`
+# on, every perflake command on this lake uses them; `make down` stops what `up` started.
+up: setup
+	$(VENV)/bin/perflake services up $(if $(V),-v)
+
+down: setup
+	$(VENV)/bin/perflake services down $(if $(V),-v)
+
+status: setup
+	$(VENV)/bin/perflake services status
+
+# Airflow on its own, embedded (SQLite; for trying DAGs without `make up`). `airflow
+# standalone` starts its parts as `airflow` from PATH: put the venv first. The API server
+# (UI) listens on loopback only; PORT picks its port (default 8080).
 airflow: setup
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" AIRFLOW__API__HOST=127.0.0.1 AIRFLOW__API__PORT=$(or $(PORT),8080) \
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" AIRFLOW_HOME=$(PERFLAKE_HOME)/airflow AIRFLOW__CORE__DAGS_FOLDER=$(CURDIR)/dags \
+	  AIRFLOW__CORE__LOAD_EXAMPLES=False AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=sqlite:///$(PERFLAKE_HOME)/airflow/airflow.db \
+	  AIRFLOW__API__HOST=127.0.0.1 AIRFLOW__API__PORT=$(or $(PORT),8080) \
 	  AIRFLOW__CORE__EXECUTION_API_SERVER_URL=http://127.0.0.1:$(or $(PORT),8080)/execution/ \
 	  $(VENV)/bin/airflow standalone
 

@@ -17,12 +17,12 @@ The server is read-only for its users and bounded (docs/security.md):
   user name and password (HiveServer2 CUSTOM authentication); without, it accepts anyone
   and so listens on loopback only. The audit log names the user of every statement.
 
-The embedded Derby metastore admits ONE process at a time: while the server runs, no
-other process can open a Spark session on the same lake (`perflake mine`, `perflake sql`
-on the Spark engine), and the server cannot start while one is open. Query through the
-server meanwhile, or use `--engine duckdb`, which reads the files and not the metastore.
-A shared metastore database (`spark.hadoop.javax.jdo.option.ConnectionURL` pointing at
-PostgreSQL or MySQL, or a Hive metastore service) lifts the limit.
+Embedded, the Derby metastore admits ONE process at a time: while the server runs, no
+other process can open a Spark session on the same lake, and the server cannot start
+while one is open; query through the server meanwhile, or use `--engine duckdb`. In
+services mode (`make up`, docs/deploy.md) the metastore is the shared PostgreSQL one: the
+server (also answering Spark Connect) connects with a read-only role, runs as an OS user
+that cannot write the lake, and mines run beside it.
 """
 from __future__ import annotations
 
