@@ -2,7 +2,9 @@
 shards, run them (one mapped task per shard, holding a slot of its pool and running on
 its pool's queue), land, mine with Spark and publish, re-run unstable cases once, and
 send each owner the night's digest.
-Spark tasks run one at a time: the embedded metastore admits one process.
+Embedded, Spark tasks of two runs cannot overlap (Derby admits one process: the later one
+waits, then fails and is retried); with the shared services (`make up`, docs/deploy.md)
+the mines of different DAGs run side by side, each table's read-modify-write under its lock.
 
 Only wiring lives here; the work is in pipelines.orchestration.tasks. Heavy imports stay inside tasks.
 """
