@@ -27,7 +27,7 @@ from pipelines.config.lake import Lake, safe_date
 from pipelines.mining.aggregate import case_stats
 from pipelines.mining.clean import clean_samples, latest_attempt, to_quarantine
 from pipelines.mining.commit import drop_shard_key, uncommitted_shards, with_shard_key, without
-from pipelines.mining.history import series_points, series_table
+from pipelines.mining.history import series_for_night, series_points, series_table
 from pipelines.mining.outliers import flag_outliers
 from pipelines.mining.regressions import update_regressions
 from pipelines.mining.quality import blocked, build_docs, enforce, validate_by_pool, write_dq_results
@@ -171,19 +171,25 @@ def _publishable(df: DataFrame, withheld: set[str]) -> DataFrame:
 def update_history(spark: SparkSession, lake: Lake, *, night: str | None = None,
                    pools: list[str] | None = None) -> None:
     """perf.series from the published history: with `night`, the rows of the series that
-    night measured (in `pools`, default all), each from its whole history, the others
-    kept; without, every series."""
+    night measured (in `pools`, default all), each from its previous row and its runs of
+    the window before the night (pipelines.mining.history), the others kept; without,
+    every series from its whole history."""
     stats, runs = spark.table(f"{DATABASE}.case_stats"), spark.table(f"{DATABASE}.runs")
     if night is None:
         catalog.overwrite(spark, lake, series_table(series_points(stats, runs)), SERIES)
         return
+    previous = spark.table(catalog.ensure_table(spark, lake, SERIES))
     tonight = stats.where(F.col("dt") == F.lit(night))
     if pools:
         tonight = tonight.where(F.col("pool").isin(pools))
     touched = series_points(tonight, runs.where(F.col("dt") == F.lit(night))).select("series_key").distinct()
     cases = tonight.select("case_id").distinct()
-    points = series_points(stats.join(cases, "case_id", "left_semi"), runs).join(touched, "series_key", "left_semi")
-    catalog.replace_by_key(spark, lake, series_table(points), SERIES)
+
+    def points_since(dt: str | None) -> DataFrame:
+        since = F.lit(True) if dt is None else F.col("dt") >= F.lit(dt)
+        return series_points(stats.where(since).join(cases, "case_id", "left_semi"), runs.where(since))
+
+    catalog.replace_by_key(spark, lake, series_for_night(previous, touched, night, points_since), SERIES)
 
 
 def _lap(started: float, before: dict | None = None) -> float:

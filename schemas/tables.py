@@ -260,7 +260,7 @@ CASE_STATS = Table(
 SERIES = Table(
     name="series",
     grain="one row per case x hardware x perf-affecting context",
-    version=1,
+    version=2,
     keys=("series_key",),
     columns=(
         _c("series_key", "string", "hash of case_id, gpu_sku, hardware_fingerprint and device_kind", False),
@@ -274,12 +274,18 @@ SERIES = Table(
         _c("dtype", "string", "dtype"),
         _c("first_run_id", "string", "first run in the series"),
         _c("first_dt", "string", "date of the first run"),
+        _c("first_started_at", "timestamp", "UTC start of the first run"),
         _c("last_run_id", "string", "latest run"),
         _c("last_dt", "string", "date of the latest run"),
         _c("n_runs", "int64", "runs with a successful measurement"),
         _c("last_median_ns", "float64", "median of the latest run"),
         _c("baseline_ns", "float64", "median of the run medians over the last BASELINE_RUNS runs before the latest"),
         _c("baseline_mad_ns", "float64", "MAD of those run medians (run-to-run noise)"),
+        # v2: what a night's mine carries forward instead of reading the whole history again
+        _c("history_cut_dt", "string", "a mine reads the series' runs from this date on; the ones before it are "
+                                       "summarised in the next two columns (null: read the whole history)"),
+        _c("runs_before_cut", "int64", "runs with a successful measurement dated before history_cut_dt"),
+        _c("last_started_before_cut", "timestamp", "UTC start of the latest of those runs"),
     ),
 )
 
