@@ -125,6 +125,22 @@ def test_a_triage_post_needs_the_csrf_token_a_name_and_a_note(client):
     assert r.status_code == 400
 
 
+def test_with_sql_users_a_triage_post_proves_its_name_with_that_users_password(bench, tmp_path):
+    from pipelines.query.server import add_user
+
+    lake = Lake(tmp_path / "lake")
+    shutil.copytree(bench["lake"].root, lake.root)
+    add_user(lake, "alice", "correct horse battery")
+    with TestClient(create_app(lake), raise_server_exceptions=False) as c:
+        page = c.get("/regressions?state=open")
+        assert 'name="password"' in page.text or "No open" in page.text
+        token = c.cookies.get("perflake_csrf")
+        url = "/regressions/0123456789/ack"
+        for who, password in (("alice", ""), ("alice", "wrong password"), ("mallory", "correct horse battery")):
+            r = c.post(url, data={"by": who, "note": "on it", "csrf_token": token, "password": password})
+            assert r.status_code == 401 and "not a user of this lake's SQL endpoint" in detail(r), (who, r.text[:300])
+
+
 def test_with_a_token_every_request_needs_it(bench):
     token = "t" * 24
     with TestClient(create_app(bench["lake"], token=token), raise_server_exceptions=False) as c:

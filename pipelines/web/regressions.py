@@ -11,6 +11,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse
 from starlette.exceptions import HTTPException
 
+from pipelines.query import server as sqlserver
 from pipelines.web import csrf, params
 from pipelines.web.reader import Reader
 from pipelines.web.render import link, page
@@ -55,18 +56,31 @@ def regressions(request: Request, state: str | None = None, pool: str | None = N
     done = done if done and all(c.isalnum() or c in ":-" for c in done) and len(done) < 40 else None
     return page(request, "regressions.html", current="regressions", state=state, direction=direction,
                 filters=filters, groups=by_cause(rows), total=len(rows), capped=len(rows) >= MAX_ROWS, done=done,
-                states=tuple(STATES))
+                states=tuple(STATES), identities=bool(sqlserver.users(request.app.state.lake)))
+
+
+def check_identity(lake, who: str, password: str) -> None:
+    """With users on the lake's SQL endpoint (`perflake sql-server add-user`), a triage
+    write names one of them and proves it with that user's password: the same identities
+    the JDBC endpoint authenticates and audits (docs/security.md). Without users the
+    dashboard serves loopback (or a token) and `by` names the person."""
+    if not sqlserver.users(lake):
+        return
+    if not password or not sqlserver.check_password(lake, who, password):
+        raise HTTPException(401, f"{who!r} with this password is not a user of this lake's SQL endpoint; triage "
+                                 f"actions need the name and password you use for JDBC")
 
 
 @router.post("/regressions/{regression_id}/{action}")
 def set_status(request: Request, regression_id: str, action: str, by: str = Form(""), note: str = Form(""),
-               csrf_token: str = Form(""), state: str = Form("open")):
+               csrf_token: str = Form(""), state: str = Form("open"), password: str = Form("")):
     csrf.check(request, csrf_token)
     regression_id = params.regression_id(regression_id)
     action = params.choice(action, "action", ("ack", "close"), "")
     who, why = params.person(by), params.note(note)
     state = state if state in STATES else "open"
     lake = request.app.state.lake
+    check_identity(lake, who, password)
     from pipelines.triage import status as triage
     from pipelines.warehouse.session import get_spark
 
