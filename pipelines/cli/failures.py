@@ -38,13 +38,14 @@ def check_port_free(host: str, port: int, hint: str) -> None:
 
 def known_failure(exc: BaseException) -> str | None:
     """The one-sentence message of a known failure, or None for a bug (show the traceback)."""
+    from pipelines.config.services import ServiceError
     from pipelines.warehouse.preflight import SparkUnavailable
 
     if isinstance(exc, PortInUse):
         return exc.strerror
     if isinstance(exc, KeyError):  # str() of a KeyError quotes its message
         return str(exc.args[0]) if exc.args else "unknown key"
-    if isinstance(exc, (ValueError, FileNotFoundError, SparkUnavailable)):
+    if isinstance(exc, (ValueError, FileNotFoundError, SparkUnavailable, ServiceError)):
         return str(exc)
     if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
         return f"a port this command listens on is in use ({exc}); choose another port (--port)"

@@ -43,8 +43,12 @@ AIRFLOW_ROLE = "perflake_airflow"
 ROLES = (ADMIN_ROLE, WRITER_ROLE, READER_ROLE, AIRFLOW_ROLE)
 
 
-class ServicesNotConfigured(RuntimeError):
-    """PERFLAKE_SERVICES=on but `make up` never ran for this lake."""
+class ServiceError(RuntimeError):
+    """A service did not start or stop; the message names it, says why and quotes its log."""
+
+
+class ServicesNotConfigured(ServiceError):
+    """The lake's services are not (fully) set up: `make up` never ran, or a file of theirs is missing."""
 
 
 @dataclass(frozen=True)

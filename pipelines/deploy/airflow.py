@@ -14,7 +14,8 @@ from pathlib import Path
 from pipelines.config import processes
 from pipelines.config.lake import Lake
 from pipelines.config.services import HOST, Services
-from pipelines.deploy.postgres import ServiceError, tail
+from pipelines.config.services import ServiceError
+from pipelines.deploy.postgres import tail
 from pipelines.orchestration.airflow_env import airflow_env, airflow_secrets
 
 COMPONENTS = ("scheduler", "dag-processor", "triggerer", "api-server")

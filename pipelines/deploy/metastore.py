@@ -18,7 +18,8 @@ from contextlib import closing
 from pathlib import Path
 
 from pipelines.config.services import ADMIN_ROLE, JDBC_DRIVER_JAR, METASTORE_DB, READER_ROLE, WRITER_ROLE, Services
-from pipelines.deploy.postgres import ServiceError, connect
+from pipelines.config.services import ServiceError
+from pipelines.deploy.postgres import connect
 from pipelines.warehouse.preflight import java_binary
 from pipelines.warehouse.session import spark_home
 

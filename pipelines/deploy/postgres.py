@@ -20,12 +20,8 @@ from contextlib import closing
 from pathlib import Path
 
 from pipelines.config.services import (ADMIN_ROLE, AIRFLOW_DB, AIRFLOW_ROLE, HOST, METASTORE_DB, PG_BIN, READER_ROLE,
-                                       ROLES, WRITER_ROLE, Services)
+                                       ROLES, WRITER_ROLE, ServiceError, Services)
 from pipelines.config import accounts
-
-
-class ServiceError(RuntimeError):
-    """A service did not start or stop; the message names it, says why and quotes its log."""
 
 
 def data_dir(services: Services) -> Path:

@@ -22,7 +22,7 @@ from pipelines.config.lake import Lake
 from pipelines.config.services import (HOST, JDBC_DRIVER_JAR, PG_BIN, WRITER_ROLE, Services, configured, planned,
                                        services_root)
 from pipelines.deploy import airflow, metastore, postgres
-from pipelines.deploy.postgres import ServiceError
+from pipelines.config.services import ServiceError
 from pipelines.query import server as sqlserver
 
 DEBIAN_PACKAGES = ("postgresql", "libpostgresql-jdbc-java")
@@ -57,7 +57,10 @@ def up(lake: Lake, *, echo=print, with_airflow: bool = True) -> list[State]:
         echo(f"metastore: created the Hive metastore schema ({metastore.table_count(services)} tables) on PostgreSQL")
         adopt_tables(lake, echo)
     if not sqlserver.status(lake).running:
-        st = sqlserver.start(lake, HOST, services.sql_port, run_as=services.sql_user)
+        try:
+            st = sqlserver.start(lake, HOST, services.sql_port, run_as=services.sql_user)
+        except (RuntimeError, ValueError) as e:
+            raise ServiceError(f"the Spark SQL service did not start: {e}") from e
         echo(f"Spark SQL service: started (pid {st.pid}) as {services.sql_user or 'this user'}")
     if with_airflow:
         airflow.write_secrets(lake, services)
