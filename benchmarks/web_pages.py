@@ -219,6 +219,8 @@ def build_lake(root: Path, nights: int, series: int, sample_nights: int, seed: i
                        ("baseline_ns", float(np.median(base)) if base else None),
                        ("baseline_mad_ns", float(np.median(np.abs(np.array(base) - np.median(base)))) if base else None)):
             srows[col].append(v)
+    for col, values in srows.items():  # columns the dashboard does not read (series v2's carried history)
+        values.extend([None] * (len(keys) - len(values)))
     _write(lake, T.SERIES, srows)
     reg = {c.name: [] for c in T.REGRESSIONS.columns}
     statuses = ["confirmed", "acknowledged", "closed", "provisional", "cleared"]
