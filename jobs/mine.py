@@ -182,7 +182,8 @@ def update_history(spark: SparkSession, lake: Lake, *, night: str | None = None,
     tonight = stats.where(F.col("dt") == F.lit(night))
     if pools:
         tonight = tonight.where(F.col("pool").isin(pools))
-    touched = series_points(tonight, runs.where(F.col("dt") == F.lit(night))).select("series_key").distinct()
+    touched = (series_points(tonight, runs.where(F.col("dt") == F.lit(night))).select("series_key").distinct()
+               .localCheckpoint())
     cases = tonight.select("case_id").distinct()
 
     def points_since(dt: str | None) -> DataFrame:

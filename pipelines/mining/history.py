@@ -87,7 +87,8 @@ def series_for_night(previous: DataFrame, touched: DataFrame, night: str,
     cut = window_start(night, window_days)
     carried_from = previous.join(touched, "series_key", "left_semi").agg(F.min("history_cut_dt")).first()[0]
     read_from = min(cut, carried_from) if carried_from else cut
-    recent = points_since(read_from).join(touched, "series_key", "left_semi")
+    # Read once: the rows and the unsure series both come from it.
+    recent = points_since(read_from).join(touched, "series_key", "left_semi").localCheckpoint()
     rows, unsure = series_update(previous, recent, touched, night, read_from, baseline_runs, window_days)
     keys = sorted(r.series_key for r in unsure.collect())
     if not keys:
