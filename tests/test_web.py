@@ -138,7 +138,7 @@ def test_with_sql_users_a_triage_post_proves_its_name_with_that_users_password(b
         url = "/regressions/0123456789/ack"
         for who, password in (("alice", ""), ("alice", "wrong password"), ("mallory", "correct horse battery")):
             r = c.post(url, data={"by": who, "note": "on it", "csrf_token": token, "password": password})
-            assert r.status_code == 401 and "not a user of this lake's SQL endpoint" in detail(r), (who, r.text[:300])
+            assert r.status_code == 401 and "is not a user of the SQL endpoint" in detail(r), (who, r.text[:300])
 
 
 def test_with_a_token_every_request_needs_it(bench):

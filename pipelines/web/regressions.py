@@ -67,7 +67,7 @@ def check_identity(lake, who: str, password: str) -> None:
     if not sqlserver.users(lake):
         return
     if not password or not sqlserver.check_password(lake, who, password):
-        raise HTTPException(401, f"{who!r} with this password is not a user of this lake's SQL endpoint; triage "
+        raise HTTPException(401, f"{who} with this password is not a user of the SQL endpoint of this lake; triage "
                                  f"actions need the name and password you use for JDBC")
 
 
