@@ -2,12 +2,16 @@
 docs/deploy.md); `make up`, `make down` and `make status` run these."""
 from __future__ import annotations
 
+import argparse
+
 from pipelines.config.lake import Lake
 
 
 def register(sub) -> None:
     p = sub.add_parser("services", help="start, stop or show the shared services (PostgreSQL, Spark SQL, Airflow)")
-    p.add_argument("action", choices=("up", "down", "status"))
+    p.add_argument("action", choices=("up", "down", "status", "airflow"),
+                   help="airflow: run an `airflow` command against the services (e.g. airflow dags unpause nightly_sweep)")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.add_argument("--no-airflow", action="store_true", help="up: leave Airflow out (metastore and SQL service only)")
     p.set_defaults(func=_cmd_services)
 
@@ -16,6 +20,12 @@ def _cmd_services(args) -> int:
     from pipelines.deploy import services
 
     lake = Lake.from_env()
+    if args.action == "airflow":
+        from pipelines.deploy.airflow_cli import main
+
+        return main(args.rest)
+    if args.rest:
+        raise ValueError(f"unexpected arguments {' '.join(args.rest)!r} after `services {args.action}`")
     if args.action == "up":
         states = services.up(lake, with_airflow=not args.no_airflow)
     elif args.action == "down":
