@@ -55,7 +55,7 @@ def deployment():
     _require_packages()
     with ServicesLake.create() as dep:
         dep.land(SEED)
-        dep.perflake("mine", "--date", SEED, timeout=600)
+        dep.perflake("mine", "--date", SEED, timeout=1500)
         yield dep
 
 
@@ -76,7 +76,7 @@ def soak(deployment):
         dep.trigger("backfill_hardware", runs["backfill_hardware"],
                     {"pools": [NEW_GPU_POOL], "suites": ["memory"], "kernel": "copy", "stopping": FAST},
                     f"{BACKFILL}T03:00:00+00:00")
-        states = {dag_id: dep.wait_run(dag_id, run_id, timeout_s=900) for dag_id, run_id in runs.items()}
+        states = {dag_id: dep.wait_run(dag_id, run_id, timeout_s=2400) for dag_id, run_id in runs.items()}
     finally:
         clients.stop()
     return states, runs, clients
@@ -154,12 +154,12 @@ def test_sessions_held_open_across_a_mine_see_its_tables_within_the_ttl_and_neve
             w.start()
         try:
             dep.land(READERS)
-            dep.perflake("mine", "--date", READERS)
+            dep.perflake("mine", "--date", READERS, timeout=1500)
             first_done = time.monotonic()
             first = sum(dep.landed_rows(READERS).values())
             # A second run of the same night overwrites the published partition.
             dep.land(READERS, suffix="-b")
-            dep.perflake("mine", "--date", READERS)
+            dep.perflake("mine", "--date", READERS, timeout=1500)
             second_done = time.monotonic()
             time.sleep(METADATA_TTL_S + 4)
         finally:
@@ -175,8 +175,10 @@ def test_sessions_held_open_across_a_mine_see_its_tables_within_the_ttl_and_neve
         # Never a half-written table: nothing, the first night, or both runs of it.
         assert {c for _, c in counts} <= {0, first, second}, f"{kind}: {sorted({c for _, c in counts})}"
         settle = METADATA_TTL_S + 1
-        late_first = [c for t, c in counts if first_done + settle < t < second_done - 60]
-        assert all(c in (first, second) for c in late_first), kind
+        # Once the first mine published, the night never disappears again (the second
+        # mine overwrites its partition in place of the first run's).
+        after_first = [c for t, c in counts if t > first_done + settle]
+        assert after_first and set(after_first) <= {first, second}, f"{kind}: {sorted(set(after_first))}"
         late_second = [c for t, c in counts if t > second_done + settle]
         assert late_second and set(late_second) == {second}, f"{kind}: {late_second}"
 
@@ -307,7 +309,7 @@ def test_the_service_killed_during_a_mine_the_mine_still_publishes_and_up_restar
         pid = sqlserver.status(dep.lake).pid
         assert pid is not None and mine.poll() is None
         os.killpg(pid, signal.SIGKILL)
-        out, _ = mine.communicate(timeout=600)
+        out, _ = mine.communicate(timeout=1500)
     finally:
         if mine.poll() is None:
             os.killpg(mine.pid, signal.SIGKILL)
@@ -342,7 +344,7 @@ def test_a_mine_whose_driver_is_killed_publishes_on_its_rerun_and_loses_nothing(
         if mine.poll() is None:
             os.killpg(mine.pid, signal.SIGKILL)
     assert mine.returncode == -signal.SIGKILL
-    dep.perflake("mine", "--date", KILL_DRIVER)
+    dep.perflake("mine", "--date", KILL_DRIVER, timeout=1500)
     assert dep.published_rows(KILL_DRIVER) == dep.landed_rows(KILL_DRIVER)
     _published_unchanged(dep, kept)
 
@@ -362,11 +364,11 @@ def test_postgresql_restarted_during_a_mine_the_mine_or_its_retry_publishes(depl
         postgres.stop(dep.services)
         time.sleep(2)
         postgres.start(dep.services)
-        out, _ = mine.communicate(timeout=600)
+        out, _ = mine.communicate(timeout=1500)
     finally:
         if mine.poll() is None:
             os.killpg(mine.pid, signal.SIGKILL)
     if mine.returncode != 0:  # the retry Airflow would make
-        dep.perflake("mine", "--date", PG_RESTART)
+        dep.perflake("mine", "--date", PG_RESTART, timeout=1500)
     assert dep.published_rows(PG_RESTART) == dep.landed_rows(PG_RESTART), out[-3000:]
     _published_unchanged(dep, kept)
