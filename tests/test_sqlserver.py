@@ -7,6 +7,7 @@ test session's Spark already holds the shared test lake's."""
 from __future__ import annotations
 
 import socket
+import subprocess
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -86,3 +87,35 @@ def test_the_cli_has_start_stop_and_status_on_loopback_by_default():
     args = build_parser().parse_args(["sql-server", "add-user", "alice"])
     assert (args.action, args.name) == ("add-user", "alice")
     assert build_parser().parse_args(["sql-server", "status"]).func.__name__ == "_cmd_sql_server"
+
+
+def _keytool(*args: str) -> None:
+    subprocess.run(["keytool", *args], check=True, capture_output=True)
+
+
+def test_with_a_certificate_the_endpoint_speaks_tls_and_a_plain_client_gets_nothing(server_lake, tmp_path):
+    """A keystore in <lake>/services/sql-server/tls turns TLS on: a client that trusts the
+    certificate gets answers; a plain-text client gets no answer from the server."""
+    tls = sqlserver.tls_dir(server_lake)
+    tls.mkdir(parents=True)
+    keystore, trust, cert = tls / "keystore.p12", tmp_path / "trust.p12", tmp_path / "server.crt"
+    _keytool("-genkeypair", "-alias", "perflake", "-keyalg", "RSA", "-keysize", "2048", "-validity", "2",
+             "-dname", "CN=127.0.0.1", "-ext", "SAN=ip:127.0.0.1", "-storetype", "PKCS12",
+             "-keystore", str(keystore), "-storepass", "keystore-secret", "-keypass", "keystore-secret")
+    (tls / "keystore.password").write_text("keystore-secret\n")
+    _keytool("-exportcert", "-alias", "perflake", "-keystore", str(keystore), "-storepass", "keystore-secret",
+             "-file", str(cert))
+    _keytool("-importcert", "-noprompt", "-alias", "perflake", "-file", str(cert), "-storetype", "PKCS12",
+             "-keystore", str(trust), "-storepass", "trust-pass")
+    assert sqlserver.tls_configured(server_lake)
+    port = free_port()
+    sqlserver.start(server_lake, port=port, timeout_s=180)
+    (answer,) = sqlserver.query_via_jdbc(["SELECT count(*) AS n FROM range(3)"], port=port, truststore=trust,
+                                         truststore_password="trust-pass", timeout_s=180)
+    assert answer["ok"] and answer["rows"] == [["3"]], answer
+    try:  # no TLS on the client: the handshake never completes, nothing is answered
+        plain = sqlserver.query_via_jdbc(["SELECT 1"], port=port, timeout_s=60)
+    except (RuntimeError, subprocess.TimeoutExpired):
+        plain = [{"ok": False}]
+    assert not plain[0]["ok"], plain
+    assert "keystore-secret" not in processes.cmdline(sqlserver.status(server_lake).pid).decode(errors="replace")

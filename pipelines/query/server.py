@@ -103,6 +103,16 @@ def pools_file(lake: Lake) -> Path:
     return service_dir(lake) / "fairscheduler.xml"
 
 
+def tls_dir(lake: Lake) -> Path:
+    """A certificate for the JDBC endpoint: keystore.p12 (PKCS#12, the server's key and
+    certificate) and keystore.password (0600). With both present the server speaks TLS."""
+    return service_dir(lake) / "tls"
+
+
+def tls_configured(lake: Lake) -> bool:
+    return (tls_dir(lake) / "keystore.p12").is_file() and (tls_dir(lake) / "keystore.password").is_file()
+
+
 def properties_file(lake: Lake) -> Path:
     return run_dir(lake) / "sql-server.properties"
 
@@ -129,6 +139,14 @@ def server_conf(lake: Lake, *, query_timeout_s: int = QUERY_TIMEOUT_S, max_rows:
         # A task that runs out of memory fails its statement, not the whole service.
         "spark.executor.killOnFatalError.depth": "0",
     })
+    if tls_configured(lake):
+        # HiveServer2's own TLS on the binary transport; the keystore's password travels
+        # in the properties file like every other setting.
+        conf.update({
+            "spark.hadoop.hive.server2.use.SSL": "true",
+            "spark.hadoop.hive.server2.keystore.path": str(tls_dir(lake) / "keystore.p12"),
+            "spark.hadoop.hive.server2.keystore.password": (tls_dir(lake) / "keystore.password").read_text().strip(),
+        })
     if services is not None:
         scratch = service_dir(lake) / "scratch"
         conf.update({
@@ -229,9 +247,11 @@ def start(lake: Lake, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, tim
             accounts.give(workdir / sub, run_as, mode=0o700)
         # The server writes its audit log here and reads the password file.
         accounts.give(workdir, run_as, mode=0o700)
-        for f in (password_file(lake), pools_file(lake)):
+        for f in (password_file(lake), pools_file(lake), tls_dir(lake) / "keystore.p12"):
             if f.exists():
                 accounts.give(f, run_as, mode=0o600)
+        if tls_dir(lake).is_dir():
+            accounts.give(tls_dir(lake), run_as, mode=0o700)
     log = log_file(lake)
     offset = log.stat().st_size if log.exists() else 0
     with open(log, "ab") as out:
@@ -361,16 +381,23 @@ def _write_password_lines(lake: Lake, lines: list[str]) -> None:
 
 def query_via_jdbc(statements: list[str], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
                    user: str | None = None, password: str | None = None, timeout_s: float = 300.0,
-                   max_rows: int = 1000, session_conf: dict[str, str] | None = None) -> list[dict]:
+                   max_rows: int = 1000, session_conf: dict[str, str] | None = None,
+                   truststore: Path | None = None, truststore_password: str | None = None) -> list[dict]:
     """Send each statement, exactly as written, over one JDBC connection (Hive's own
     driver, through perflake.gate.SqlClient) and return one result per statement:
     {"ok": True, "columns": [...], "rows": [[str | None, ...], ...]} or
     {"ok": False, "error": "..."}. The password travels in a private temporary file,
     never on a command line. `session_conf` is sent in the URL as a client may (the
-    server refuses statements in a session whose settings differ from its own). Raises
+    server refuses statements in a session whose settings differ from its own). With
+    `truststore` the connection is TLS, the server's certificate checked against it
+    (its password, which guards public certificates only, goes in the URL). Raises
     RuntimeError if the client itself fails."""
     java = shutil.which("java") or str(Path(os.environ.get("JAVA_HOME", "/usr")) / "bin" / "java")
     url = f"jdbc:hive2://{_connect_host(host)}:{port}/default"
+    if truststore is not None:  # TLS: the server's certificate must chain to this trust store
+        url += f";ssl=true;sslTrustStore={truststore}"
+        if truststore_password:
+            url += f";trustStorePassword={truststore_password}"
     if session_conf:
         url += "?" + ";".join(f"{k}={v}" for k, v in session_conf.items())
     with tempfile.TemporaryDirectory(prefix="perflake-jdbc-") as tmp:
