@@ -85,7 +85,13 @@ def mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None = Non
     """Mine and publish every pool of `dt`. The data-quality suites run on each pool's
     landed batches and on its case_stats; a pool that fails a hard expectation keeps
     its previously published partitions, the others publish, and then the job raises
-    DataQualityError naming what failed. Every validation lands in perf.dq_results."""
+    DataQualityError naming what failed. Every validation lands in perf.dq_results.
+    One mine per date at a time (a second one waits: catalog.mine_lock)."""
+    with catalog.mine_lock(lake, dt):
+        return _mine(spark, lake, dt, pools)
+
+
+def _mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None) -> MineSummary:
     now, started = dt_now(), time.perf_counter()
     inputs: dict[str, list[Path]] = {}
     rejected_files: list[tuple[Path, str]] = []

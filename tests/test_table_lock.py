@@ -29,3 +29,23 @@ def test_a_second_process_waits_for_the_holder(tmp_path):
     assert proc.returncode == 0
     assert float(out) >= 1.5  # it waited until the holder let go
     assert (tmp_path / "warehouse" / "regressions" / "_LOCK").exists()
+
+
+def test_mines_of_one_date_wait_for_each_other_and_other_dates_do_not(tmp_path):
+    from pipelines.warehouse.catalog import mine_lock
+
+    lake = Lake(tmp_path)
+    child = ("import sys\nfrom pathlib import Path\n"
+             "from pipelines.config.lake import Lake\n"
+             "from pipelines.warehouse.catalog import mine_lock\n"
+             "with mine_lock(Lake(Path(sys.argv[1])), sys.argv[2]):\n"
+             "    print('got it')\n")
+    with mine_lock(lake, "2026-11-24"):
+        other = subprocess.run([sys.executable, "-c", child, str(tmp_path), "2026-11-23"], capture_output=True,
+                               text=True, timeout=60)
+        assert other.stdout.strip() == "got it"  # another night is not held up
+        same = subprocess.Popen([sys.executable, "-c", child, str(tmp_path), "2026-11-24"], stdout=subprocess.PIPE,
+                                text=True)
+        time.sleep(2.0)
+        assert same.poll() is None, "a second mine of the same night did not wait"
+    assert same.communicate(timeout=60)[0].strip() == "got it"

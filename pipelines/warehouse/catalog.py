@@ -22,7 +22,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from pipelines.warehouse import snapshots
-from pipelines.config.lake import Lake
+from pipelines.config.lake import Lake, safe_date
 from pipelines.warehouse.session import DATABASE
 from schemas.spark import create_table_ddl, spark_schema
 from schemas.tables import Table
@@ -42,14 +42,28 @@ def table_lock(lake: Lake, table: Table):
     file system with working flock, docs/deploy.md."""
     table_dir = lake.table_path(table.name)
     table_dir.mkdir(parents=True, exist_ok=True)
-    path = table_dir / "_LOCK"
+    with _exclusive(table_dir / "_LOCK"):
+        yield
+
+
+@contextmanager
+def mine_lock(lake: Lake, dt: str):
+    """One mine of a night at a time (`<lake>/locks/mine-<dt>`): two mines of the same
+    date would overwrite the same partitions at once. Mines of other dates go on."""
+    locks = lake.root / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with _exclusive(locks / f"mine-{safe_date(dt)}"):
+        yield
+
+
+@contextmanager
+def _exclusive(path: Path):
+    """An exclusive flock on `path`, reentrant within a thread."""
     key = (path, threading.get_ident())
     with _held_guard:
-        if _held.get(key):
+        reentered = bool(_held.get(key))
+        if reentered:
             _held[key] += 1
-            reentered = True
-        else:
-            reentered = False
     if reentered:
         try:
             yield
