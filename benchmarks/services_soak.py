@@ -87,8 +87,7 @@ def services_phases(args, result: dict) -> None:
     with ServicesLake.create(prefix="perflake-services-bench-") as svc:
         svc.land(SEED)
         svc.perflake("mine", "--date", SEED)
-        for dag_id in ("nightly_sweep", "backfill_hardware"):
-            svc.airflow("dags", "unpause", dag_id)
+        svc.unpause("nightly_sweep", "backfill_hardware")
 
         phase = {"load_before": load()}
         clients = QueryClients(svc).start()

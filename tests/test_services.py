@@ -66,8 +66,7 @@ def soak(deployment):
     """(a) the night over three pools and (b) the new GPU's backfill, both through Airflow,
     while (c) the query clients run; their outcome."""
     dep = deployment
-    for dag_id in ("nightly_sweep", "backfill_hardware"):
-        dep.airflow("dags", "unpause", dag_id)
+    dep.unpause("nightly_sweep", "backfill_hardware")
     clients = QueryClients(dep).start()
     runs = {"nightly_sweep": "soak_night", "backfill_hardware": "soak_backfill"}
     try:

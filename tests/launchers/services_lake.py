@@ -142,7 +142,7 @@ class ServicesLake:
         return subprocess.Popen([str(BIN / "perflake"), "mine", "--date", dt], env=self.env, cwd=REPO,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
-    def airflow(self, *args: str, timeout: float = 180) -> str:
+    def airflow(self, *args: str, timeout: float = 600) -> str:
         from pipelines.deploy.airflow import environment
 
         env = {**environment(self.lake), "PERFLAKE_POOLS": self.env["PERFLAKE_POOLS"]}
@@ -162,6 +162,23 @@ class ServicesLake:
                 return cur.fetchall()
         finally:
             conn.close()
+
+    def wait_parsed(self, dag_ids: list[str], timeout_s: float = 600) -> None:
+        """Wait until the DAG processor has serialised these DAGs (the CLI knows none before)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = {r[0] for r in self.airflow_db("SELECT dag_id FROM serialized_dag WHERE dag_id = ANY(%s)",
+                                                   (list(dag_ids),))}
+            if found >= set(dag_ids):
+                return
+            time.sleep(3)
+        raise TimeoutError(f"Airflow's DAG processor did not parse {dag_ids} within {timeout_s:.0f} s; see "
+                           f"{self.lake.root}/services/airflow/logs/dag-processor.log")
+
+    def unpause(self, *dag_ids: str) -> None:
+        self.wait_parsed(list(dag_ids))
+        for dag_id in dag_ids:
+            self.airflow("dags", "unpause", dag_id)
 
     def trigger(self, dag_id: str, run_id: str, conf: dict, logical_date: str) -> None:
         self.airflow("dags", "trigger", dag_id, "--run-id", run_id, "--conf", json.dumps(conf),
