@@ -254,10 +254,13 @@ def _project_h200(lake: Lake, out: Console) -> None:
 
 
 def _finish(lake: Lake, out: Console, dates: list[str], spark, samples: int, ev: Events) -> int:
+    from pipelines.orchestration.tasks import project_workloads
     from pipelines.projection.roofline import rescore_measured
     from pipelines.report.nightly import build_nightly
 
     scored = rescore_measured(lake, dates[-1], ["sim-h200"], spark=spark)
+    # Every night's workload projections in one write (the mine task writes one night's).
+    workloads = project_workloads(lake, dates, spark=spark)
     report = build_nightly(lake, dates[-1])
     rows = spark.sql("SELECT status, count(*) AS n FROM perf.regressions WHERE pool LIKE 'sim-%' "
                      "GROUP BY status ORDER BY status").collect()
@@ -267,13 +270,14 @@ def _finish(lake: Lake, out: Console, dates: list[str], spark, samples: int, ev:
     errors = "; ".join(f"projections onto {s['target_sku']}: {s['measured']} of {s['projected']} cases measured, "
                        f"median error {s['median_abs_error_pct']} %" for s in scored)
     out.say(f"done in {duration(out.elapsed())}: {samples:,} SIMULATED samples; changes found: {changes}"
-            + (f"; {errors}" if errors else ""))
+            + (f"; {errors}" if errors else "") + f"; {workloads} workload projections (perf.workload_projections)")
     out.say("next (all on the simulated history):")
     out.say("  perflake regressions                 changes pooled by cause (torch upgrade, driver change)")
     out.say("  perflake triage list                 the regressions to triage, by owner")
     out.say(f"  perflake compare {run_a} {run_b}")
     out.say("  perflake report compare --torch-a 2.12.0 --torch-b 2.13.0")
     out.say(f"  perflake project --target B200-SXM-180GB --source {POOLS['sim-h100']} --device-kind simulated")
+    out.say(f"  perflake model llama-8b --gpu {POOLS['sim-h100']} --history   a model's step per night")
     out.say(f"  report:  {report}")
     out.say("  make web                             the dashboard on http://127.0.0.1:8080/ (series, triage, compare)")
     return 0

@@ -164,9 +164,9 @@ def dates_to_mine(logical_date, triggering_events) -> list[dict]:
 
 def mine(dt: str, pools: list[str] | None) -> dict:
     """Mine one date, score earlier projections onto the hardware it measured (a new
-    GPU's backfill landing says how far off they were), then rewrite the date's nightly
-    report from everything published for it; a date with nothing landed (a quiet day)
-    is not an error."""
+    GPU's backfill landing says how far off they were), project the nightly workloads
+    onto the GPUs it measured, then rewrite the date's nightly report from everything
+    published for it; a date with nothing landed (a quiet day) is not an error."""
     from jobs.mine import landed_files, mine as mine_date
     from pipelines.projection.roofline import rescore_measured
     from pipelines.mining.quality import DataQualityError
@@ -180,6 +180,7 @@ def mine(dt: str, pools: list[str] | None) -> dict:
         spark = get_spark(lake)
         summary = mine_date(spark, lake, dt, pools).__dict__
         summary["projections_scored"] = rescore_measured(lake, dt, pools, spark=spark)
+        summary["workloads_projected"] = project_workloads(lake, [dt], pools, spark=spark)
         summary["report"] = str(build_nightly(lake, dt))
         return summary
     except DataQualityError as e:
@@ -188,6 +189,22 @@ def mine(dt: str, pools: list[str] | None) -> dict:
         # The same data fails the same way: no retries. The pools that passed are published;
         # fix or quarantine the source, then clear the task.
         raise AirflowFailException(str(e)) from e
+
+
+def project_workloads(lake: Lake, dates: list[str], pools: list[str] | None = None, *, spark=None) -> int:
+    """Project the nightly workloads (pipelines/projection/nightly_workloads.yaml) onto
+    every catalog GPU measured on `dates` (by `pools`), each from the measurements up to
+    its night, and replace their rows in perf.workload_projections; returns the rows
+    written. Read through DuckDB; the one write uses `spark` (the mine's session)."""
+    from pipelines.projection.nightly_workloads import project_nights
+    from pipelines.projection.workload_table import write_workload_projections
+    from pipelines.warehouse.frames import Frames
+
+    with Frames(lake) as frames:
+        summaries = project_nights(frames, dates, pools)
+    if summaries:
+        write_workload_projections(lake, summaries, spark=spark)
+    return len(summaries)
 
 
 def publish_summary(dt: str, run_ids: list[str]) -> str:
