@@ -196,3 +196,30 @@ def projection(chart_id: str, title: str, points: list[dict], families: list[str
                        "projection-point", p["tip"], {"case-id": p["case_id"], "family": p["family"]}))
     _legend(svg, 490, 44, [(f, fam_color[f]) for f in families] + [(f"±{band_pct:g} % band", "#999")])
     return svg.render()
+
+
+def step_history(chart_id: str, title: str, lines: dict[str, list[dict]]) -> str:
+    """A workload's projected step time per night, one line per GPU (the label). lines:
+    label -> [{dt, step_ns, tip}] (any order); the nights are the union of their dates."""
+    w, h = 700, 250
+    svg = Svg(w, h, chart_id, "step-history", title)
+    dates = sorted({p["dt"] for pts in lines.values() for p in pts})
+    xs = Scale(-0.5, max(len(dates) - 0.5, 0.5), 70, 470)
+    ys = Scale.fit([p["step_ns"] for pts in lines.values() for p in pts] + [0.0], 210, 20)
+    axes(svg, xs, ys, "night (as-of date of the measurements)", "projected step", fmt_x=lambda v: "",
+         fmt_y=duration_ns)
+    at = {dt: i for i, dt in enumerate(dates)}
+    step = max(1, len(dates) // 6)
+    for i, dt in enumerate(dates):
+        if i % step == 0 or i == len(dates) - 1:
+            svg.add(text(xs(i), 226, dt[5:], "tick", "middle", 9))
+    for n, (label, pts) in enumerate(sorted(lines.items())):
+        pts = sorted(pts, key=lambda p: p["dt"])
+        xy = " ".join(f"{xs(at[p['dt']]):.1f},{ys(p['step_ns']):.1f}" for p in pts)
+        svg.add(f'<polyline class="step-line" points="{xy}" fill="none" stroke="{color(n)}" stroke-width="1.6" '
+                f'data-gpu="{esc(label)}"/>')
+        for p in pts:
+            svg.add(circle(xs(at[p["dt"]]), ys(p["step_ns"]), 3, color(n), "step-point", p["tip"],
+                           {"gpu": label, "dt": p["dt"], "step-ns": f"{p['step_ns']:.6g}"}))
+    _legend(svg, 484, 34, [(label, color(n)) for n, label in enumerate(sorted(lines))])
+    return svg.render()

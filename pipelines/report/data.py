@@ -25,6 +25,8 @@ class Night:
     projections: pd.DataFrame | None
     history: pd.DataFrame = field(default_factory=pd.DataFrame)  # points of the regressed series
     series: pd.DataFrame = field(default_factory=pd.DataFrame)
+    workloads: pd.DataFrame | None = None  # perf.workload_projections as of this night and before (None: absent)
+    workload_torch: pd.DataFrame = field(default_factory=pd.DataFrame)  # torch versions of those nights' runs
 
     @property
     def simulated_pools(self) -> list[str]:
@@ -77,7 +79,23 @@ def load_night(frames: Frames, dt: str) -> Night:
     regressions = frames.table("regressions") if frames.has("regressions") else None
     projections = frames.table("projections") if frames.has("projections") else None
     night = Night(dt, runs, stats, hardware, hardware_from, regressions, projections)
+    night.workloads, night.workload_torch = workload_nights(frames, dt)
     return night
+
+
+def workload_nights(frames: Frames, dt: str) -> tuple[pd.DataFrame | None, pd.DataFrame]:
+    """(perf.workload_projections as of `dt` and the nights before it, or None when the
+    table is absent; the torch versions of those nights' runs per GPU)."""
+    from pipelines.projection.workload_table import torch_versions
+
+    if not frames.has("workload_projections"):
+        return None, pd.DataFrame()
+    rows = frames.table("workload_projections", "as_of_dt <= ? AND as_of_dt <> ''", params=[safe_date(dt)])
+    if rows.empty:
+        return rows, pd.DataFrame()
+    in_dates, dates = any_of("dt", rows["as_of_dt"].unique())
+    runs = frames.table("runs", in_dates, "DISTINCT dt, gpu_sku, device_kind, torch_version", params=dates)
+    return rows, torch_versions(runs)
 
 
 def series_history(frames: Frames, series_keys, until_dt: str) -> tuple[pd.DataFrame, pd.DataFrame]:

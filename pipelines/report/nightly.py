@@ -2,7 +2,8 @@
 
 Sections: the data it was built from, regressions and improvements (from
 perf.regressions when it exists), a roofline per GPU, efficiency heat maps per kernel
-family, unstable cases, coverage, and projections. Simulated data is labelled as such.
+family, unstable cases, coverage, projections, and the models' projected step times
+night over night (perf.workload_projections). Simulated data is labelled as such.
 """
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from pathlib import Path
 from pipelines.warehouse.frames import Frames
 from pipelines.config.lake import Lake
 from pipelines.config.progress import Progress
-from pipelines.report import regressions, sections
+from pipelines.report import regressions, sections, workloads
 from pipelines.report.data import Night, latest_dt, load_night, series_history
 from pipelines.report.html import Page, Section, banner, table, utc_now, write
 from pipelines.report.svg import esc
 
-STEPS = 7
+STEPS = 8
 
 
 def report_path(lake: Lake, dt: str) -> Path:
@@ -48,6 +49,9 @@ def build_nightly(lake: Lake, dt: str | None = None, *, engine: str = "duckdb", 
              Section("coverage", "Coverage", sections.coverage(night.runs, night.stats, _registry()))]
     progress.step("projections")
     body.append(Section("projections", "Projections onto unmeasured hardware", sections.projections(night.projections)))
+    progress.step("models: projected step times")
+    body.append(Section("models", "Models: projected step time and tokens/s per GPU",
+                        workloads.section(night.workloads, dt, night.workload_torch)))
     page = Page(title=f"perflake nightly report {dt}", subtitle=f"lake {lake.root}",
                 provenance=_provenance(lake, night, engine), banners=_banners(night), sections=body)
     progress.step("writing the page")
@@ -97,6 +101,7 @@ def _provenance(lake: Lake, night: Night, engine: str) -> list[tuple[str, str]]:
         ("perf.hardware", esc(f"peaks of {len(night.hardware)} SKUs from {night.hardware_from}")),
         ("perf.regressions", esc(rows(night.regressions, "rows (all nights)"))),
         ("perf.projections", esc(rows(night.projections, "rows"))),
+        ("perf.workload_projections", esc(rows(night.workloads, f"rows as of {night.dt} and before"))),
         ("device kinds", esc(", ".join(f"{k}: {v} runs" for k, v in
                                       runs.groupby("device_kind")["run_id"].nunique().items()))),
         ("runs", run_table),
