@@ -19,7 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pipelines.config.lake import Lake
-from pipelines.web import compare, explorer, overview, regressions, roofline, series
+from pipelines.web import compare, explorer, models, overview, regressions, roofline, series
 from pipelines.web.reader import Reader
 from pipelines.web.render import HERE, TEMPLATES
 
@@ -45,7 +45,7 @@ def create_app(lake: Lake, token: str | None = None) -> FastAPI:
     app = FastAPI(title="perflake", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.lake, app.state.reader, app.state.token = lake, Reader(lake), token or None
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
-    for module in (overview, explorer, series, regressions, compare, roofline):
+    for module in (overview, explorer, series, regressions, compare, roofline, models):
         app.include_router(module.router)
 
     @app.get("/healthz", include_in_schema=False)

@@ -13,7 +13,8 @@ from pipelines.web import csrf
 HERE = Path(__file__).parent
 TEMPLATES = Jinja2Templates(directory=str(HERE / "templates"))
 PAGES = (("overview", "/", "Overview"), ("explorer", "/explorer", "Series"), ("regressions", "/regressions",
-         "Regressions"), ("compare", "/compare", "Compare"), ("roofline", "/roofline", "Roofline"))
+         "Regressions"), ("compare", "/compare", "Compare"), ("roofline", "/roofline", "Roofline"),
+         ("models", "/models", "Models"))
 
 
 def duration(ns) -> str:
