@@ -159,7 +159,7 @@ def test_the_report_shows_the_models_tokens_per_s_and_the_change_against_the_nig
     (row,) = _cells(models, "workload-projections")
     cols = dict(zip(["workload", "scenario", "GPU", "step", "tokens/s", "tokens/s per GPU", "change"], row))
     assert cols["workload"] == "llama-8b" and cols["scenario"] == S.label
-    assert cols["GPU"] == f"{H100} (simulated) simulated"
+    assert cols["GPU"] == f"{H100} simulated"
     assert cols["tokens/s"] == f"{summaries[1]['tokens_per_s']:,.0f}" == f"{2048 / STEP_NS[NIGHTS[1]] * 1e9:,.0f}"
     assert cols["change"] == "+9.9 %" and "2.12.0 → 2.13.0" in row
     headline = re.search(r'<ul id="workload-changes">(.*?)</ul>', models, re.S).group(1)

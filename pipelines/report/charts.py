@@ -201,10 +201,10 @@ def projection(chart_id: str, title: str, points: list[dict], families: list[str
 def step_history(chart_id: str, title: str, lines: dict[str, list[dict]]) -> str:
     """A workload's projected step time per night, one line per GPU (the label). lines:
     label -> [{dt, step_ns, tip}] (any order); the nights are the union of their dates."""
-    w, h = 700, 250
+    w, h = 660, 250
     svg = Svg(w, h, chart_id, "step-history", title)
     dates = sorted({p["dt"] for pts in lines.values() for p in pts})
-    xs = Scale(-0.5, max(len(dates) - 0.5, 0.5), 70, 470)
+    xs = Scale(-0.5, max(len(dates) - 0.5, 0.5), 70, 460)
     ys = Scale.fit([p["step_ns"] for pts in lines.values() for p in pts] + [0.0], 210, 20)
     axes(svg, xs, ys, "night (as-of date of the measurements)", "projected step", fmt_x=lambda v: "",
          fmt_y=duration_ns)
@@ -221,5 +221,5 @@ def step_history(chart_id: str, title: str, lines: dict[str, list[dict]]) -> str
         for p in pts:
             svg.add(circle(xs(at[p["dt"]]), ys(p["step_ns"]), 3, color(n), "step-point", p["tip"],
                            {"gpu": label, "dt": p["dt"], "step-ns": f"{p['step_ns']:.6g}"}))
-    _legend(svg, 484, 34, [(label, color(n)) for n, label in enumerate(sorted(lines))])
+    _legend(svg, 474, 34, [(label, color(n)) for n, label in enumerate(sorted(lines))])
     return svg.render()

@@ -38,7 +38,7 @@ def section(rows: pd.DataFrame | None, dt: str, torch: pd.DataFrame | None = Non
     cols = ["workload", "scenario", "GPU", "step", "tokens/s", "tokens/s per GPU", "change", "vs night", "torch",
             "measured / interp. / roofline", "MFU", "energy/token", "memory/GPU"]
     body = [[r.workload, r.scenario, _gpu(r.target_sku, r.device_kind), duration_ns(r.step_ns),
-             _count(r.tokens_per_s), _count(r.tokens_per_s_per_gpu), _change(r.change_pct), r.prev_dt or "",
+             _count(r.tokens_per_s), _count(r.tokens_per_s_per_gpu), _change(r.change_pct), _text(r.prev_dt),
              _software(r), f"{r.measured_pct:.0f} / {r.interpolated_pct:.0f} / {r.roofline_pct:.0f} %",
              _pct(r.mfu_pct), _joules(r.energy_per_token_j),
              f"{r.memory_per_gpu_gb:.1f} GB" + ("" if r.fits else " (does not fit)")]
@@ -49,7 +49,7 @@ def section(rows: pd.DataFrame | None, dt: str, torch: pd.DataFrame | None = Non
     parts.append("<p>What the figures rest on (per GPU):</p><ul class=\"workload-sources\">" + "".join(
         f"<li>{_gpu(r.target_sku, r.device_kind)}: {esc(r.context)}</li>" for r in sources.itertuples(index=False))
         + "</ul>")
-    parts += history_charts(rows, night)
+    parts.append("<div class=\"charts\">" + "".join(history_charts(rows, night)) + "</div>")
     return "".join(parts)
 
 
@@ -87,20 +87,22 @@ def history_charts(rows: pd.DataFrame, night: pd.DataFrame) -> list[str]:
                 "tip": f"{workload} {scenario} on {label}, as of {r.as_of_dt}: step {duration_ns(r.step_ns)}, "
                        f"{_count(r.tokens_per_s)} tokens/s, measured {r.measured_pct:.0f} % of the time"})
         title = f"{workload} {scenario}: projected step per night"
-        parts.append(charts.step_history(f"workload-history-{slug(workload, scenario)}", title, lines))
+        parts.append(f"<div><h3>{esc(workload)} {esc(scenario)}</h3>"
+                     + charts.step_history(f"workload-history-{slug(workload, scenario)}", title, lines) + "</div>")
     return parts
 
 
+def _text(v) -> str:
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
+
 def _gpu(sku, kind) -> str:
-    return esc(gpu_label(sku, kind)) + (" " + tag("simulated", "simulated") if kind == "simulated" else "")
+    return esc(sku) + (" " + tag("simulated", "simulated") if kind == "simulated" else "")
 
 
 def _software(r) -> str:
-    now, before = getattr(r, "torch", None), getattr(r, "prev_torch", None)
-    now, before = (None if v is None or v != v else v for v in (now, before))
-    if now and before and now != before:
-        return f"{before} → {now}"
-    return now or ""
+    now, before = _text(getattr(r, "torch", None)), _text(getattr(r, "prev_torch", None))
+    return f"{before} → {now}" if now and before and now != before else now
 
 
 def _software_change(r) -> str:
