@@ -250,3 +250,24 @@ def test_the_cli_labels_simulated_data_and_names_its_sources(tmp_path, capsys, m
     assert "between measured n=5120 and n=8192" in out  # the --calls table names each call's source
     assert main(["model", "llama-8b", "--gpu", H100, "--tp", "3"]) == 2
     assert "tp 3 does not divide the 32 query heads" in capsys.readouterr().err
+
+
+def test_every_preset_is_answered_on_every_catalog_gpu_with_its_sources(tmp_path):
+    from kernels_bench.hardware import load_catalog
+    from pipelines.projection.lookup import load_lookup
+    from pipelines.projection.model import SOURCES, project_workload
+    from pipelines.projection.workload import preset_names
+    from pipelines.warehouse.frames import Frames
+
+    lake = _write_lake(tmp_path)
+    with Frames(lake) as frames:
+        lookups = {sku: load_lookup(frames, sku) for sku, hw in load_catalog().items() if hw.device_kind == "gpu"}
+    assert len(lookups) >= 5 and len(preset_names()) >= 4
+    for name in preset_names():
+        w = load_workload(name)
+        for sku, lookup in lookups.items():
+            calls, s = project_workload(w, Scenario("decode", 8, 1024).check(w), lookup)
+            assert s["step_ns"] > 0 and math.isfinite(s["tokens_per_s"]), (name, sku)
+            assert s["measured_pct"] + s["interpolated_pct"] + s["roofline_pct"] == pytest.approx(100)
+            assert set(calls["source"]) <= set(SOURCES) and (calls["how"].str.len() > 0).all()
+            assert s["target_sku"] == sku and sku in s["context"] and s["simulated"]
