@@ -24,8 +24,9 @@ def section(rows: pd.DataFrame | None, dt: str, torch: pd.DataFrame | None = Non
     if rows is None or rows.empty:
         return empty("No workload projections in this lake yet: the nightly mine writes perf.workload_projections "
                      "for every catalog GPU a night measured (the presets and scenarios of "
-                     "pipelines/projection/nightly_workloads.yaml); `perflake model PRESET --gpu all --save` "
-                     "writes them by hand.", "no-workloads")
+                     "pipelines/projection/nightly_workloads.yaml; a SKU outside kernels_bench/hardware.yaml, such "
+                     "as the demo's cpu, has no roofs and is not projected); `perflake model PRESET --gpu all "
+                     "--save` writes them by hand.", "no-workloads")
     night = night_changes(rows, dt, torch)
     if night.empty:
         return empty(f"No workload projected as of {dt}: no catalog GPU was measured on this night.", "no-workloads")
