@@ -214,7 +214,10 @@ def build_lake(root: Path, nights: int, series: int, sample_nights: int, seed: i
         for col, v in (("series_key", key), ("case_id", c["case_id"]), ("pool", pool), ("gpu_sku", sku),
                        ("hardware_fingerprint", hw[pool]), ("device_kind", "simulated"), ("family", c["family"]),
                        ("kernel", c["kernel"]), ("dtype", c["dtype"]), ("first_run_id", pts[0][1]),
-                       ("first_dt", pts[0][0]), ("last_run_id", pts[-1][1]), ("last_dt", pts[-1][0]),
+                       ("first_dt", pts[0][0]),
+                       ("first_started_at", datetime.datetime.fromisoformat(pts[0][0]).replace(
+                           hour=2, tzinfo=datetime.timezone.utc)),
+                       ("last_run_id", pts[-1][1]), ("last_dt", pts[-1][0]),
                        ("n_runs", len(pts)), ("last_median_ns", pts[-1][2]),
                        ("baseline_ns", float(np.median(base)) if base else None),
                        ("baseline_mad_ns", float(np.median(np.abs(np.array(base) - np.median(base)))) if base else None)):
