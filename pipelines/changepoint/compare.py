@@ -16,6 +16,8 @@ from scipy.stats import mannwhitneyu
 
 Verdict = Literal["faster", "slower", "same", "ambiguous"]
 TEST_NAME = "mann-whitney-u (two-sided)"
+# compare()'s defaults, named so that a batched comparison (pipelines.query.ab) uses the same.
+CONFIDENCE, N_BOOT, SEED = 0.99, 2000, 0
 
 
 @dataclass(frozen=True)
@@ -38,8 +40,8 @@ class Comparison:
     n_b: int
 
 
-def compare(a, b, *, alpha: float = 0.01, tolerance: float = 0.02, confidence: float = 0.99,
-            n_boot: int = 2000, seed: int = 0) -> Comparison:
+def compare(a, b, *, alpha: float = 0.01, tolerance: float = 0.02, confidence: float = CONFIDENCE,
+            n_boot: int = N_BOOT, seed: int = SEED) -> Comparison:
     """Compare samples b against samples a (positive values, larger = slower).
 
     tolerance: relative change treated as no change (0.02 = ratios within [1/1.02, 1.02]).
@@ -53,17 +55,20 @@ def compare(a, b, *, alpha: float = 0.01, tolerance: float = 0.02, confidence: f
     p = float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
     ratio = float(np.median(xb) / np.median(xa))
     lo, hi = _bootstrap_ratio_ci(xa, xb, confidence, n_boot, seed)
+    return Comparison(verdict=verdict_of(p, lo, hi, alpha=alpha, tolerance=tolerance), ratio=ratio, ci_low=lo,
+                      ci_high=hi, p_value=p, test=TEST_NAME, n_a=len(xa), n_b=len(xb))
+
+
+def verdict_of(p: float, lo: float, hi: float, *, alpha: float, tolerance: float) -> Verdict:
+    """The verdict for a rank-test p-value and a CI [lo, hi] of median(B)/median(A)."""
     upper, lower = 1 + tolerance, 1 / (1 + tolerance)
     if p < alpha and lo > upper:
-        verdict: Verdict = "slower"
-    elif p < alpha and hi < lower:
-        verdict = "faster"
-    elif lo >= lower and hi <= upper:
-        verdict = "same"
-    else:
-        verdict = "ambiguous"
-    return Comparison(verdict=verdict, ratio=ratio, ci_low=lo, ci_high=hi, p_value=p,
-                      test=TEST_NAME, n_a=len(xa), n_b=len(xb))
+        return "slower"
+    if p < alpha and hi < lower:
+        return "faster"
+    if lo >= lower and hi <= upper:
+        return "same"
+    return "ambiguous"
 
 
 def _finite(values, name: str) -> np.ndarray:
@@ -96,11 +101,21 @@ def bootstrap_medians(x: np.ndarray, n_boot: int, rng: np.random.Generator) -> n
     were 1.5 GiB).
     """
     xs = np.sort(np.asarray(x, dtype=float))
-    n = len(xs)
+    lower, upper = bootstrap_median_ranks(len(xs), n_boot, rng)
+    if upper is None:
+        return xs[lower]
+    return (xs[lower] + xs[upper]) / 2
+
+
+def bootstrap_median_ranks(n: int, n_boot: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+    """bootstrap_medians as positions in the sorted samples: resample i's median is
+    x_sorted[lower[i]] for odd n, the mean of x_sorted[lower[i]] and x_sorted[upper[i]]
+    for even n (upper is None for odd n). The draws depend on n alone, so sample sets of
+    one size can share them."""
     k = (n + 1) // 2  # rank (1-based) of the median, or of the lower middle for even n
     u = rng.beta(k, n + 1 - k, n_boot)
-    lower = xs[np.minimum((u * n).astype(np.int64), n - 1)]
+    lower = np.minimum((u * n).astype(np.int64), n - 1)
     if n % 2 == 1:
-        return lower
+        return lower, None
     u_next = u + (1 - u) * rng.beta(1, n - k, n_boot)
-    return (lower + xs[np.minimum((u_next * n).astype(np.int64), n - 1)]) / 2
+    return lower, np.minimum((u_next * n).astype(np.int64), n - 1)

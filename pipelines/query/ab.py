@@ -8,6 +8,8 @@ Only kept samples count (not throttled, not outliers); when a side spans several
 their samples are pooled. Two engines, same rules and same numbers: `compare_runs` on
 Spark (any size; the case comparisons run in parallel) and `compare_runs_duckdb` on the
 embedded DuckDB views of the published tables (no JVM to start: seconds, not a minute).
+Both compare through `compare_cases`, which gives each case exactly the numbers of
+pipelines.changepoint.compare, computed for all cases of one sample size at once.
 """
 from __future__ import annotations
 
@@ -18,8 +20,10 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from scipy.stats import mannwhitneyu
 
 from pipelines.changepoint import compare
+from pipelines.changepoint.compare import CONFIDENCE, N_BOOT, SEED, TEST_NAME, bootstrap_median_ranks, verdict_of
 
 # perf.runs columns a side may be selected by.
 SELECTABLE = ("run_id", "pool", "dt", "reason", "suite", "host", "device_kind", "gpu_sku", "gpu_name",
@@ -112,7 +116,7 @@ def compare_runs(samples: DataFrame, runs: DataFrame, cases: DataFrame | None, a
 def _case_comparer(alpha: float, tolerance: float):
     # A plain function (not functools.partial): Spark inspects the UDF's type hints.
     def compare_case(rows: pd.DataFrame) -> pd.DataFrame:
-        return _compare_case(rows, alpha=alpha, tolerance=tolerance)
+        return compare_cases(rows, alpha=alpha, tolerance=tolerance)
     return compare_case
 
 
@@ -129,13 +133,12 @@ def compare_runs_duckdb(con, a: Side, b: Side, *, alpha: float = 0.01, tolerance
         if not selected:
             raise ValueError(f"side {name.upper()} ({side}) matches no run in perf.runs")
         run_ids, dts, pools = (sorted({r[i] for r in selected}) for i in range(3))
+        # IN lists, not list_contains(?, dt): DuckDB skips the other partitions' files only for these.
         frames.append(con.execute(
-            "SELECT case_id, device_kind, ? AS side, latency_ns FROM perf.samples "
-            "WHERE list_contains(?, dt) AND list_contains(?, pool) AND list_contains(?, run_id) "
-            "AND NOT throttled AND NOT coalesce(outlier, false)", [name, dts, pools, run_ids]).df())
-    rows = pd.concat(frames, ignore_index=True)
-    out = [_compare_case(group, alpha=alpha, tolerance=tolerance).iloc[0].to_dict()
-           for _, group in rows.groupby("case_id", sort=True)]
+            f"SELECT case_id, device_kind, ? AS side, latency_ns FROM perf.samples "
+            f"WHERE dt IN ({_marks(dts)}) AND pool IN ({_marks(pools)}) AND run_id IN ({_marks(run_ids)}) "
+            f"AND NOT throttled AND NOT coalesce(outlier, false)", [name, *dts, *pools, *run_ids]).df())
+    out = _compared(pd.concat(frames, ignore_index=True), alpha=alpha, tolerance=tolerance)
     ids = [r["case_id"] for r in out]
     shapes = {case_id: (kernel, backend, dtype, ",".join(f"{k}={v}" for k, v in sorted(dict(params or {}).items())))
               for case_id, kernel, backend, dtype, params in con.execute(
@@ -144,26 +147,95 @@ def compare_runs_duckdb(con, a: Side, b: Side, *, alpha: float = 0.01, tolerance
     result = []
     for r in out:
         kernel, backend, dtype, shape = shapes.get(r["case_id"], (None,) * 4)
-        r = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in r.items()}
         result.append({"case_id": r["case_id"], "kernel": kernel, "backend": backend, "dtype": dtype, "shape": shape,
                        **{c: r[c] for c in _RESULT.names if c != "case_id"}})
     return sorted(result, key=lambda r: tuple((r[c] is not None, r[c] or "") for c in ORDER))
 
 
-def _compare_case(rows: pd.DataFrame, *, alpha: float, tolerance: float) -> pd.DataFrame:
-    # The order the engine delivered the samples in does not matter: the rank test and
-    # the medians ignore it, and the bootstrap draws from the sorted samples.
-    a = rows.loc[rows["side"] == "a", "latency_ns"].to_numpy(dtype=float)
-    b = rows.loc[rows["side"] == "b", "latency_ns"].to_numpy(dtype=float)
-    kinds = {s: ",".join(sorted(set(rows.loc[rows["side"] == s, "device_kind"].dropna()))) or None for s in "ab"}
-    out = {"case_id": rows["case_id"].iloc[0], "kind_a": kinds["a"], "kind_b": kinds["b"], "n_a": len(a),
-           "n_b": len(b),
-           "median_a_ns": float(np.median(a)) if len(a) else None,
-           "median_b_ns": float(np.median(b)) if len(b) else None}
-    if len(a) < 2 or len(b) < 2:
-        out.update(ratio=None, ci_low=None, ci_high=None, p_value=None, verdict=UNMATCHED, test=None)
-    else:
+def _marks(values: list) -> str:
+    return ", ".join("?" * len(values))
+
+
+def compare_cases(rows: pd.DataFrame, *, alpha: float = 0.01, tolerance: float = 0.02) -> pd.DataFrame:
+    """One result row per case in `rows` (case_id, device_kind, side 'a' or 'b',
+    latency_ns), ordered by case_id: its sample counts and medians, and for a case with at
+    least 2 samples a side the ratio, interval, p-value and verdict that
+    pipelines.changepoint.compare gives its two sample sets (else verdict `unmatched`)."""
+    return pd.DataFrame(_compared(rows, alpha=alpha, tolerance=tolerance), columns=_RESULT.names)
+
+
+def _compared(rows: pd.DataFrame, *, alpha: float, tolerance: float) -> list[dict]:
+    """compare_cases as a list of dicts of plain Python values."""
+    if rows.empty:
+        return []
+    codes, case_ids = pd.factorize(rows["case_id"], sort=True)
+    is_b = (rows["side"] == "b").to_numpy()
+    latency = rows["latency_ns"].to_numpy(dtype=float)
+    # Each case's samples in one run of `ordered`: side A, then B, each ascending (the
+    # order the bootstrap resamples from; the rank test and the medians ignore order).
+    order = np.lexsort((latency, is_b, codes))
+    ordered = latency[order]
+    counts = np.bincount(codes * 2 + is_b, minlength=2 * len(case_ids)).reshape(-1, 2)
+    start_a = np.concatenate(([0], np.cumsum(counts.sum(axis=1))[:-1]))
+    start_b = start_a + counts[:, 0]
+    finite = np.bincount(codes, weights=~np.isfinite(latency), minlength=len(case_ids)) == 0
+    kept = rows[["case_id", "side", "device_kind"]].dropna().drop_duplicates().sort_values("device_kind")
+    kinds = kept.groupby(["case_id", "side"])["device_kind"].agg(",".join).to_dict()
+    out = [{"case_id": case_id, "kind_a": kinds.get((case_id, "a")), "kind_b": kinds.get((case_id, "b")),
+            "n_a": int(n_a), "n_b": int(n_b), "median_a_ns": None, "median_b_ns": None, "ratio": None,
+            "ci_low": None, "ci_high": None, "p_value": None, "verdict": UNMATCHED, "test": None}
+           for case_id, (n_a, n_b) in zip(case_ids, counts)]
+    # Cases whose rank test is the normal approximation for every input (more than 8
+    # samples a side) are compared together per pair of sizes; the rest one by one.
+    together = finite & (counts[:, 0] > 8) & (counts[:, 1] > 8)
+    for i in np.flatnonzero(~together):
+        a = ordered[start_a[i]:start_b[i]]
+        b = ordered[start_b[i]:start_b[i] + counts[i, 1]]
+        _fill(out[i], a, b, alpha=alpha, tolerance=tolerance)
+    sizes = counts[together]
+    for n_a, n_b in np.unique(sizes, axis=0):
+        group = np.flatnonzero(together)[(sizes[:, 0] == n_a) & (sizes[:, 1] == n_b)]
+        a = ordered[start_a[group][:, None] + np.arange(n_a)]
+        b = ordered[start_b[group][:, None] + np.arange(n_b)]
+        for i, row in zip(group, _compare_sorted(a, b, alpha=alpha, tolerance=tolerance)):
+            out[i].update(row)
+    return out
+
+
+def _fill(out: dict, a: np.ndarray, b: np.ndarray, *, alpha: float, tolerance: float) -> None:
+    """One case's comparison by pipelines.changepoint.compare itself."""
+    out["median_a_ns"] = float(np.median(a)) if len(a) else None
+    out["median_b_ns"] = float(np.median(b)) if len(b) else None
+    if len(a) >= 2 and len(b) >= 2:
         c = compare(a, b, alpha=alpha, tolerance=tolerance)
         out.update(ratio=c.ratio, ci_low=c.ci_low, ci_high=c.ci_high, p_value=c.p_value, verdict=c.verdict,
                    test=c.test)
-    return pd.DataFrame([out], columns=_RESULT.names)
+
+
+def _compare_sorted(a: np.ndarray, b: np.ndarray, *, alpha: float, tolerance: float) -> list[dict]:
+    """compare(a[i], b[i]) for each row i of two matrices of finite samples, each row
+    sorted: the same medians, rank test, bootstrap draws (they depend on the sizes and the
+    seed alone) and percentiles, on whole matrices."""
+    median_a, median_b = np.median(a, axis=1), np.median(b, axis=1)
+    if np.any(median_a <= 0):
+        raise ValueError("compare: median of a must be > 0 to form a ratio")
+    p = mannwhitneyu(a, b, alternative="two-sided", axis=1).pvalue
+    rng = np.random.default_rng(SEED)
+    resampled_a = _resampled_medians(a, rng)  # A's draws first, as compare draws them
+    ratios = _resampled_medians(b, rng) / np.where(resampled_a > 0, resampled_a, np.nan)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    if np.isnan(ratios).any():  # np.nanpercentile goes row by row; rarely needed
+        lo, hi = np.nanpercentile(ratios, [tail, 100 - tail], axis=1)
+    else:
+        lo, hi = np.percentile(ratios, [tail, 100 - tail], axis=1)
+    return [{"median_a_ns": float(ma), "median_b_ns": float(mb), "ratio": float(mb / ma), "ci_low": float(l),
+             "ci_high": float(h), "p_value": float(pv), "test": TEST_NAME,
+             "verdict": verdict_of(float(pv), float(l), float(h), alpha=alpha, tolerance=tolerance)}
+            for ma, mb, l, h, pv in zip(median_a, median_b, lo, hi, p)]
+
+
+def _resampled_medians(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The N_BOOT bootstrap medians of each row of x (rows sorted, one size), one row per
+    row of x, from one set of draws made as pipelines.changepoint.compare makes them."""
+    lower, upper = bootstrap_median_ranks(x.shape[1], N_BOOT, rng)
+    return x[:, lower] if upper is None else (x[:, lower] + x[:, upper]) / 2
