@@ -5,7 +5,6 @@ pipelines.query.ab.compare_runs_duckdb's, the same as the CLI's."""
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 
 from fastapi import APIRouter, Request
 
@@ -15,8 +14,6 @@ from pipelines.web.render import page
 
 router = APIRouter()
 VERDICTS = ("slower", "faster", "same", "ambiguous", "unmatched")
-_CACHE: OrderedDict = OrderedDict()  # (side a, side b, lake state) -> rows; comparisons are costly
-_CACHE_SIZE = 16
 
 
 def side(text: str | None, param: str):
@@ -39,12 +36,13 @@ def side(text: str | None, param: str):
 
 
 def compared(reader: Reader, a, b) -> list[dict]:
+    """compare_runs_duckdb's rows with each case's family, once per pair of sides and copy of the lake."""
+    return reader.memo(("compare", str(a), str(b)), lambda: _compared(reader, a, b))
+
+
+def _compared(reader: Reader, a, b) -> list[dict]:
     from pipelines.query.ab import compare_runs_duckdb
 
-    key = (str(a), str(b), reader.cursor_signature())
-    if key in _CACHE:
-        _CACHE.move_to_end(key)
-        return _CACHE[key]
     cur = reader.cursor()
     try:
         rows = compare_runs_duckdb(cur, a, b)
@@ -57,9 +55,6 @@ def compared(reader: Reader, a, b) -> list[dict]:
                                  [[r["case_id"] for r in rows]]).values.tolist()) if reader.has("cases") else {}
     for r in rows:
         r["family"] = families.get(r["case_id"])
-    _CACHE[key] = rows
-    while len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
     return rows
 
 

@@ -8,6 +8,11 @@ hardware, projections) into the in-memory database once, and points the `perf` v
 the copies: pages answer in milliseconds and queries keep naming `perf.<table>`. Raw
 samples stay on the files (a page reads one night of one case, a few partitions).
 
+From the copies it derives, once per load, what a page would otherwise scan a year of
+case_stats for on every view (DERIVED: the nights each GPU was measured, and its points
+for the roofline, ordered by GPU and night). `memo` keeps a page's computed answer for
+the copy it was computed on.
+
 When a job publishes (a new partition directory, a new snapshot pointer, a rewritten
 recent night) the reader builds a fresh copy in the background and keeps answering from
 the old one until it is ready; a triage write of the app's own reloads perf.regressions
@@ -19,6 +24,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
+from typing import Callable, TypeVar
 
 import pandas as pd
 
@@ -29,9 +36,11 @@ from pipelines.warehouse.session import DATABASE
 from pipelines.web.sql import SHAPE_OF_PARAMS
 
 log = logging.getLogger("perflake.web")
+V = TypeVar("V")
 RECENT_PARTITIONS = 3  # newest date partitions whose rewrite (a rerun, a re-mine) is noticed
 CHECK_EVERY_S = 1.0  # how often the warehouse is looked at for a publish (a page makes ~10 queries)
 RETIRE_AFTER_S = 60.0  # a replaced copy is closed this long after, when no page still reads it
+MEMO_SIZE = 64  # answers `memo` keeps (the least recently used goes first)
 # The series key of a case_stats row `cs` joined with its run's hardware fingerprint `r`:
 # the same hash pipelines.mining.history.series_key computes on Spark.
 SERIES_KEY = ("substr(sha256(concat_ws('|', coalesce(cs.case_id, ''), coalesce(cs.gpu_sku, ''), "
@@ -50,6 +59,18 @@ HOT = {
     "hardware": "SELECT * FROM perf.hardware",
     "projections": "SELECT * FROM perf.projections",
 }
+# Tables derived from the copies after they load, in schema `hot`: name -> (the copy they
+# come from, the query that fills them). case_stats is ordered by series (the series page
+# reads one), so a lookup by GPU and night scanned all of it (100-150 ms for a year); these
+# are ordered by GPU and night, and a lookup reads a few blocks.
+DERIVED = {
+    "gpu_nights": ("case_stats", "SELECT gpu_sku, dt FROM perf.case_stats WHERE gpu_sku IS NOT NULL "
+                                 "GROUP BY gpu_sku, dt ORDER BY gpu_sku, dt"),
+    "gpu_points": ("case_stats", "SELECT gpu_sku, dt, case_id, series_key, kernel, family, backend, dtype, pool, "
+                                 "flops_per_call, bytes_per_call, median_ns, pct_of_peak, device_kind "
+                                 "FROM perf.case_stats WHERE status = 'ok' AND median_ns > 0 AND gpu_sku IS NOT NULL "
+                                 "ORDER BY gpu_sku, dt"),
+}
 
 
 class Reader:
@@ -65,6 +86,7 @@ class Reader:
         self._retired: list[tuple] = []  # (connection, timer that closes it)
         self._seen: tuple = ()
         self._seen_at = float("-inf")
+        self._memo: OrderedDict = OrderedDict()
 
     def signature(self) -> tuple:
         """What changes when a job publishes: a table directory's mtime (a new partition),
@@ -96,6 +118,7 @@ class Reader:
                 con.execute(f"CREATE TABLE hot.{name} AS {fill}")
                 con.execute(f"DROP VIEW {DATABASE}.{name}")
                 con.execute(f"CREATE VIEW {DATABASE}.{name} AS SELECT * FROM hot.{name}")
+        _derive(con, tables)
         with self._lock:
             old, self._con, self._tables, self._signature = self._con, con, tables, signature
         if old is not None:
@@ -146,9 +169,25 @@ class Reader:
                               f"hive_partitioning = false, union_by_name = true)")
             self._con.execute(f"CREATE OR REPLACE VIEW {DATABASE}.{table} AS SELECT * FROM hot.{table}")
             self._tables[table] = files
+            _derive(self._con, self._tables, source=table)
             # The copy is current again: no whole reload for the app's own write.
             self._seen, self._seen_at = self._look(), time.monotonic()
             self._signature = self._seen
+
+    def memo(self, key: tuple, compute: Callable[[], V]) -> V:
+        """compute()'s value, computed once per key and copy of the lake: the copy does not
+        change, so neither does an answer computed from it. Callers must not modify it."""
+        key = (key, self.cursor_signature())
+        with self._lock:
+            if key in self._memo:
+                self._memo.move_to_end(key)
+                return self._memo[key]
+        value = compute()
+        with self._lock:
+            self._memo[key] = value
+            while len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
+        return value
 
     def has(self, table: str) -> bool:
         """Whether perf.<table> holds data files."""
@@ -176,6 +215,13 @@ class Reader:
             if self._con is not None:
                 self._con.close()
                 self._con = None
+
+
+def _derive(con, tables: dict, source: str | None = None) -> None:
+    """(Re)build the DERIVED tables whose copy has data (only those from `source`, if given)."""
+    for name, (table, fill) in DERIVED.items():
+        if source in (None, table) and tables.get(table):
+            con.execute(f"CREATE OR REPLACE TABLE hot.{name} AS {fill}")
 
 
 def records(df: pd.DataFrame) -> list[dict]:

@@ -45,16 +45,16 @@ def measured(reader: Reader, sku: str, as_of: str | None) -> tuple[str | None, l
     """(night, its cases on `sku`): the newest night on or before `as_of` that measured the GPU."""
     if not reader.has("case_stats"):
         return None, []
-    (night,) = reader.frame("SELECT max(dt) FROM perf.case_stats WHERE gpu_sku = ? AND (? IS NULL OR dt <= ?)",
+    # hot.gpu_nights and hot.gpu_points: the reader's case_stats by GPU and night (reader.DERIVED).
+    (night,) = reader.frame("SELECT max(dt) FROM hot.gpu_nights WHERE gpu_sku = ? AND (? IS NULL OR dt <= ?)",
                             [sku, as_of, as_of]).iloc[0].tolist()
     if night is None:
         return None, []
     rows = reader.rows(
         f"SELECT cs.series_key, cs.kernel, cs.family, cs.backend, cs.dtype, {SHAPE} AS shape, "
         f"cs.pool, cs.flops_per_call, cs.bytes_per_call, cs.median_ns, cs.pct_of_peak, cs.device_kind "
-        f"FROM perf.case_stats cs LEFT JOIN perf.cases c USING (case_id) "
-        f"WHERE cs.dt = ? AND cs.gpu_sku = ? AND cs.status = 'ok' AND cs.median_ns > 0 "
-        f"ORDER BY cs.kernel, cs.dtype, shape", [night, sku])
+        f"FROM hot.gpu_points cs LEFT JOIN perf.cases c USING (case_id) WHERE cs.gpu_sku = ? AND cs.dt = ? "
+        f"ORDER BY cs.kernel, cs.dtype, shape, cs.pool, cs.series_key", [sku, night])
     for r in rows:
         flops, bytes_ = r["flops_per_call"] or 0.0, r["bytes_per_call"] or 0.0
         r["intensity"] = flops / bytes_ if bytes_ > 0 and flops > 0 else None
@@ -74,6 +74,13 @@ def projections(reader: Reader, sku: str) -> list[dict]:
 def roofline_page(request: Request, sku: str | None = None, date: str | None = None):
     sku, as_of = params.name(sku, "sku"), params.date(date)
     reader: Reader = request.app.state.reader
+    view = reader.memo(("roofline", sku, as_of), lambda: roofline_view(reader, sku, as_of))
+    return page(request, "roofline.html", current="roofline", **view)
+
+
+def roofline_view(reader: Reader, sku: str | None, as_of: str | None) -> dict:
+    """What the roofline page shows for `sku` (default: the most measured GPU with roofs)
+    as of `as_of`: the page's template values."""
     known = skus(reader)
     measured_skus = [r["gpu_sku"] for r in reader.rows(
         "SELECT gpu_sku, count(*) AS n FROM perf.series WHERE gpu_sku IS NOT NULL GROUP BY gpu_sku "
@@ -93,6 +100,5 @@ def roofline_page(request: Request, sku: str | None = None, date: str | None = N
                                   for p in points if p["intensity"] and p["tflops"]],
              "projections": [{k: p[k] for k in ("kernel", "dtype", "shape", "projected_ns", "measured_ns",
                                                 "error_pct")} for p in both]}
-    return page(request, "roofline.html", current="roofline", sku=sku, skus=known, hw=hw, night=night,
-                points=points, projections=proj, measured_both=len(both), as_of=as_of,
-                median_error=errors[len(errors) // 2] if errors else None, chart=chart)
+    return dict(sku=sku, skus=known, hw=hw, night=night, points=points, projections=proj, measured_both=len(both),
+                as_of=as_of, median_error=errors[len(errors) // 2] if errors else None, chart=chart)
