@@ -14,6 +14,7 @@ pipelines.changepoint.compare, computed for all cases of one sample size at once
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -220,9 +221,9 @@ def _compare_sorted(a: np.ndarray, b: np.ndarray, *, alpha: float, tolerance: fl
     if np.any(median_a <= 0):
         raise ValueError("compare: median of a must be > 0 to form a ratio")
     p = mannwhitneyu(a, b, alternative="two-sided", axis=1).pvalue
-    rng = np.random.default_rng(SEED)
-    resampled_a = _resampled_medians(a, rng)  # A's draws first, as compare draws them
-    ratios = _resampled_medians(b, rng) / np.where(resampled_a > 0, resampled_a, np.nan)
+    ranks_a, ranks_b = _median_ranks(a.shape[1], b.shape[1])
+    resampled_a = _resampled_medians(a, *ranks_a)
+    ratios = _resampled_medians(b, *ranks_b) / np.where(resampled_a > 0, resampled_a, np.nan)
     tail = (1 - CONFIDENCE) / 2 * 100
     if np.isnan(ratios).any():  # np.nanpercentile goes row by row; rarely needed
         lo, hi = np.nanpercentile(ratios, [tail, 100 - tail], axis=1)
@@ -234,8 +235,20 @@ def _compare_sorted(a: np.ndarray, b: np.ndarray, *, alpha: float, tolerance: fl
             for ma, mb, l, h, pv in zip(median_a, median_b, lo, hi, p)]
 
 
-def _resampled_medians(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The N_BOOT bootstrap medians of each row of x (rows sorted, one size), one row per
-    row of x, from one set of draws made as pipelines.changepoint.compare makes them."""
-    lower, upper = bootstrap_median_ranks(x.shape[1], N_BOOT, rng)
+@lru_cache(maxsize=256)
+def _median_ranks(n_a: int, n_b: int) -> tuple[tuple, tuple]:
+    """The positions of the N_BOOT resampled medians of A and of B in their sorted samples,
+    drawn as compare draws them (A first, from one generator seeded SEED). They depend on
+    the sizes alone, so every comparison of these sizes shares them (32 kB a pair)."""
+    rng = np.random.default_rng(SEED)
+    ranks = bootstrap_median_ranks(n_a, N_BOOT, rng), bootstrap_median_ranks(n_b, N_BOOT, rng)
+    for positions in ranks:
+        for p in positions:
+            if p is not None:
+                p.flags.writeable = False
+    return ranks
+
+
+def _resampled_medians(x: np.ndarray, lower: np.ndarray, upper: np.ndarray | None) -> np.ndarray:
+    """The bootstrap medians of each row of x (rows sorted) at these positions, one row per row of x."""
     return x[:, lower] if upper is None else (x[:, lower] + x[:, upper]) / 2
