@@ -6,6 +6,7 @@ the table definitions by benchmarks/web_pages.py (40 nights, 120 series, 4 pools
 Browser tests on a mined lake: tests/test_web_browser.py."""
 from __future__ import annotations
 
+import datetime
 import re
 import shutil
 import sys
@@ -200,3 +201,37 @@ def test_mounted_under_a_prefix_as_airflow_mounts_it_every_link_keeps_the_prefix
         links = re.findall(r'(?:href|src|action)="(/[^"]*)"', r.text)
         assert links and all(link.startswith(f"{URL_PREFIX}/") for link in links), links
         assert c.get(f"{URL_PREFIX}/static/app.js").status_code == 200
+
+
+def test_the_roofline_places_the_gpus_newest_night_as_case_stats_has_it(client, bench):
+    from pipelines.web.roofline import measured
+    from pipelines.web.sql import SHAPE
+
+    reader = client.app.state.reader
+    earlier = (datetime.date.fromisoformat(bench["info"]["last_dt"]) - datetime.timedelta(days=3)).isoformat()
+    for sku, as_of in (("H100-SXM5-80GB", None), ("H200-SXM-141GB", earlier)):
+        night, points = measured(reader, sku, as_of)
+        assert night == (as_of or bench["info"]["last_dt"])
+        expected = reader.rows(  # straight from perf.case_stats, as the page read it before reader.DERIVED
+            f"SELECT cs.series_key, cs.median_ns, {SHAPE} AS shape FROM perf.case_stats cs LEFT JOIN perf.cases c "
+            f"USING (case_id) WHERE cs.dt = ? AND cs.gpu_sku = ? AND cs.status = 'ok' AND cs.median_ns > 0", [night, sku])
+        assert points and sorted((p["series_key"], p["median_ns"], p["shape"]) for p in points) == sorted(
+            (e["series_key"], e["median_ns"], e["shape"]) for e in expected)
+
+
+def test_a_kept_answer_holds_for_its_copy_of_the_lake_and_is_computed_again_after_a_publish(bench, tmp_path):
+    from pipelines.web.reader import Reader
+
+    lake = Lake.from_env(tmp_path / "lake")
+    shutil.copytree(bench["lake"].root, lake.root)
+    reader = Reader(lake)
+    newest = lambda: reader.rows("SELECT max(dt) AS dt FROM hot.gpu_nights")[0]["dt"]  # noqa: E731
+    assert reader.memo(("newest",), newest) == bench["info"]["last_dt"]
+    assert reader.memo(("newest",), lambda: "not asked again") == bench["info"]["last_dt"]
+    stats = lake.table_path("case_stats")
+    shutil.copytree(stats / f"dt={bench['info']['last_dt']}", stats / "dt=2035-12-31")  # the next mine publishes
+    deadline = time.monotonic() + 60
+    while reader.memo(("newest",), newest) != "2035-12-31":
+        assert time.monotonic() < deadline, "the kept answer never changed"
+        time.sleep(0.2)
+    reader.close()

@@ -22,6 +22,14 @@ def skus(reader: Reader) -> list[str]:
     return sorted(out)
 
 
+def most_measured(reader: Reader) -> list[str]:
+    """The GPUs of perf.series, the one with the most series first."""
+    if not reader.has("series"):
+        return []
+    return [r["gpu_sku"] for r in reader.rows("SELECT gpu_sku, count(*) AS n FROM perf.series WHERE gpu_sku IS NOT "
+                                              "NULL GROUP BY gpu_sku ORDER BY n DESC, gpu_sku")]
+
+
 def hardware(reader: Reader, sku: str) -> dict | None:
     if not reader.has("hardware"):
         return None
@@ -81,10 +89,7 @@ def roofline_page(request: Request, sku: str | None = None, date: str | None = N
 def roofline_view(reader: Reader, sku: str | None, as_of: str | None) -> dict:
     """What the roofline page shows for `sku` (default: the most measured GPU with roofs)
     as of `as_of`: the page's template values."""
-    known = skus(reader)
-    measured_skus = [r["gpu_sku"] for r in reader.rows(
-        "SELECT gpu_sku, count(*) AS n FROM perf.series WHERE gpu_sku IS NOT NULL GROUP BY gpu_sku "
-        "ORDER BY n DESC, gpu_sku")] if reader.has("series") else []
+    known, measured_skus = reader.memo(("roofline-gpus",), lambda: (skus(reader), most_measured(reader)))
     if sku is None:  # the most measured GPU with roofs, else any
         sku = next((s for s in measured_skus if s in known), (known or measured_skus or [None])[0])
     hw = hardware(reader, sku) if sku else None
