@@ -215,14 +215,15 @@ def test_jdbc_and_connect_refuse_every_change_and_the_files_stay(deployment):
 
 
 def test_the_readers_metastore_role_cannot_change_rows(deployment):
-    import psycopg2
+    from psycopg2.errors import InsufficientPrivilege
+
     from pipelines.deploy import postgres
 
     for statement in ('UPDATE "TBLS" SET "OWNER" = \'evil\'', 'DELETE FROM "PARTITIONS"',
                       'INSERT INTO "DBS" ("DB_ID", "NAME") VALUES (999, \'evil\')'):
         conn = postgres.connect(deployment.services, METASTORE_DB, READER_ROLE)
         try:
-            with pytest.raises(psycopg2.errors.InsufficientPrivilege), conn.cursor() as cur:
+            with pytest.raises(InsufficientPrivilege), conn.cursor() as cur:
                 cur.execute(statement)
         finally:
             conn.close()
