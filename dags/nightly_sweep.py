@@ -22,7 +22,9 @@ from sweep_tasks import DEFAULTS, POOLS, sweep
     default_args=DEFAULTS,
     tags=["perflake", "sweep"],
     params={
-        "pools": Param(["cpu"], type="array", items={"type": "string", "enum": sorted(POOLS)},
+        # The CPU pool by default (the demo); a registry without one ($PERFLAKE_POOLS) its first pool.
+        "pools": Param(["cpu"] if "cpu" in POOLS else sorted(POOLS)[:1], type="array",
+                       items={"type": "string", "enum": sorted(POOLS)},
                        description="pools to sweep"),
         "suites": Param(["gemm-demo"], type="array", items={"type": "string"}, description="suites to run"),
         "kernel": Param(None, type=["null", "string"], description="glob over kernel names"),

@@ -96,11 +96,17 @@ def start(lake: Lake, services: Services, component: str) -> int | None:
     return proc.pid
 
 
+def _recorded_pid(services: Services, component: str) -> int:
+    try:
+        return int(pid_file(services, component).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
 def pid(services: Services, component: str) -> int | None:
     """The component's pid when it is alive and is that component (not a reused pid)."""
-    try:
-        value = int(pid_file(services, component).read_text().split()[0])
-    except (OSError, ValueError, IndexError):
+    value = _recorded_pid(services, component)
+    if value <= 0:
         return None
     cmdline = processes.cmdline(value)
     # Airflow retitles its processes ("airflow api_server -- host:..."): either spelling.
@@ -133,7 +139,9 @@ def wait_up(lake: Lake, services: Services, timeout_s: float = 240.0) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         for component in COMPONENTS:
-            if pid(services, component) is None:
+            # Alive by the pid it was started with: while Airflow retitles a process its
+            # command line is briefly neither name, and that is not an exit.
+            if not processes.alive(_recorded_pid(services, component)):
                 log = log_file(lake, component)
                 raise ServiceError(f"Airflow's {component} exited while starting; the last lines of {log}:\n{tail(log)}")
         states = healthy(lake, services)

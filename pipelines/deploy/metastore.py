@@ -95,6 +95,13 @@ def create(services: Services) -> bool:
     return created
 
 
+def has_database(services: Services, name: str) -> bool:
+    """Whether the metastore holds database `name` (a read of its DBS table)."""
+    with closing(connect(services, METASTORE_DB)) as conn, conn.cursor() as cur:
+        cur.execute('SELECT 1 FROM "DBS" WHERE "NAME" = %s', (name,))
+        return cur.fetchone() is not None
+
+
 def table_count(services: Services) -> int:
     with closing(connect(services, METASTORE_DB)) as conn, conn.cursor() as cur:
         cur.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")

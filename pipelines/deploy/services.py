@@ -56,6 +56,8 @@ def up(lake: Lake, *, echo=print, with_airflow: bool = True) -> list[State]:
     if metastore.create(services):
         echo(f"metastore: created the Hive metastore schema ({metastore.table_count(services)} tables) on PostgreSQL")
         adopt_tables(lake, echo)
+    elif not _has_database(services):
+        adopt_tables(lake, echo)  # an earlier `up` stopped before registering the lake
     if not sqlserver.status(lake).running:
         try:
             st = sqlserver.start(lake, HOST, services.sql_port, run_as=services.sql_user)
@@ -112,7 +114,9 @@ def all_healthy(states: list[State]) -> bool:
 
 def adopt_tables(lake: Lake, echo=print) -> None:
     """Register the lake's existing tables (and their partitions) in a new metastore, in a
-    Spark process of its own: the files are the truth, the metastore their index."""
+    Spark process of its own: the files are the truth, the metastore their index. Run on
+    an empty lake too: its writer session creates the `default` and `perf` databases,
+    which the read-only SQL service cannot."""
     proc = subprocess.run([sys.executable, "-m", "pipelines.deploy.adopt"], env={**os.environ,
                           "PERFLAKE_HOME": str(lake.root)}, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
@@ -120,6 +124,10 @@ def adopt_tables(lake: Lake, echo=print) -> None:
                            f"{(proc.stdout + proc.stderr)[-2500:]}")
     for line in proc.stdout.splitlines():
         echo(f"metastore: {line}")
+
+
+def _has_database(services: Services) -> bool:
+    return metastore.has_database(services, "perf")
 
 
 def _choose(lake: Lake) -> Services:
