@@ -160,6 +160,10 @@ def server_conf(lake: Lake, *, query_timeout_s: int = QUERY_TIMEOUT_S, max_rows:
             # publishes (a snapshot publish moves the location; the old snapshot stays
             # readable meanwhile, pipelines/warehouse/snapshots.py).
             "spark.sql.metadataCacheTTLSeconds": str(METADATA_TTL_S),
+            # ...and lists a partition's files afresh for every query (no file cache): a
+            # held-open session that kept the listing of a partition a mine has just
+            # replaced would read files that are gone (FILE_NOT_EXIST) until the TTL ran out.
+            "spark.sql.hive.filesourcePartitionFileCacheSize": "0",
             # Hive's scratch space, the service's own (it may not write elsewhere).
             "spark.hadoop.hive.exec.scratchdir": str(scratch / "hdfs"),
             "spark.hadoop.hive.exec.local.scratchdir": str(scratch / "local"),
