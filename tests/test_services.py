@@ -4,8 +4,8 @@ once by `perflake services up` and taken down at the end, whatever happened.
 
 - the soak: a three-pool nightly sweep and a new GPU's backfill through the services'
   Airflow, while one client queries JDBC every second and another runs `perflake sql`;
-- readers see writers: sessions held open across a mine see its tables within the
-  service's metadata TTL, and never a half-written table;
+- readers see writers (end-to-end tier): sessions held open across a mine see its tables
+  within the service's metadata TTL, and never a half-written table;
 - read-only: the endpoints refuse every change, the readers' metastore role cannot write,
   the service runs as another OS user, and no secret is on a command line or in a log;
 - faults (slow tier): the service or a mine's driver killed mid-mine, PostgreSQL restarted.
@@ -137,6 +137,7 @@ def _watch(session, sql: str, stop: threading.Event, seen: list, period_s: float
         stop.wait(max(0.0, period_s - (time.monotonic() - t0)))
 
 
+@pytest.mark.slow  # two more mines (5 min on a quiet 2-core machine): the end-to-end tier
 def test_sessions_held_open_across_a_mine_see_its_tables_within_the_ttl_and_never_half(deployment):
     from pipelines.query.server import METADATA_TTL_S
 
