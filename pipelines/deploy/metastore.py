@@ -88,7 +88,7 @@ def create(services: Services) -> bool:
         created = True
     with closing(connect(services, METASTORE_DB)) as conn:
         with conn, conn.cursor() as cur:
-            cur.execute(f"REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+            cur.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
             cur.execute(f"GRANT USAGE ON SCHEMA public TO {WRITER_ROLE}, {READER_ROLE}")
             cur.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {WRITER_ROLE}")
             cur.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {READER_ROLE}")

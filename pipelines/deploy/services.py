@@ -19,8 +19,7 @@ from pathlib import Path
 
 from pipelines.config import accounts
 from pipelines.config.lake import Lake
-from pipelines.config.services import (HOST, JDBC_DRIVER_JAR, PG_BIN, WRITER_ROLE, Services, configured, planned,
-                                       services_root)
+from pipelines.config.services import HOST, JDBC_DRIVER_JAR, PG_BIN, WRITER_ROLE, Services, configured, planned
 from pipelines.deploy import airflow, metastore, postgres
 from pipelines.config.services import ServiceError
 from pipelines.query import server as sqlserver

@@ -36,7 +36,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -287,14 +286,7 @@ def stop(lake: Lake, *, timeout_s: float = 30.0) -> bool:
     if st.pid is None or not _is_server(st.pid):
         _forget(lake)
         return False
-    _signal_group(st.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while processes.alive(st.pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if processes.alive(st.pid):
-        _signal_group(st.pid, signal.SIGKILL)
-        while processes.alive(st.pid) and time.monotonic() < deadline + 10:
-            time.sleep(0.2)
+    processes.stop_group(st.pid, timeout_s=timeout_s)  # it leads its own session (start_new_session)
     _forget(lake)
     return True
 
@@ -465,16 +457,6 @@ def _accepts(host: str, port: int) -> bool:
 def _is_server(pid: int) -> bool:
     """The pid is alive and is our server, not a process that reused a stale pid."""
     return processes.alive(pid) and MAIN_CLASS.encode() in processes.cmdline(pid)
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    # The server leads its own session (start_new_session), so its group id is its pid.
-    try:
-        os.killpg(pid, sig)
-    except ProcessLookupError:
-        pass
-    except PermissionError:
-        os.kill(pid, sig)
 
 
 def _forget(lake: Lake) -> None:
