@@ -140,12 +140,18 @@ def _choose(lake: Lake) -> Services:
                             sql_user=accounts.service_user((), "perflake-sql"))
         services.root.mkdir(parents=True, exist_ok=True)
         os.chmod(services.root, 0o755)
+    from pipelines.query import gate
+    from pipelines.warehouse.session import spark_home
+
     for user, path, what in ((services.pg_user, services.root, "PostgreSQL's data directory"),
-                             (services.sql_user, lake.warehouse, "the lake's tables")):
+                             (services.sql_user, lake.warehouse, "the lake's tables"),
+                             (services.sql_user, spark_home(), "Spark (pyspark in the venv)"),
+                             (services.sql_user, gate.gate_jar().parent, "the SQL gate's jar")):
         blocked = accounts.can_reach(path, user)
         if blocked is not None:
             raise ServiceError(f"the services' OS user {user!r} cannot enter {blocked} on the way to {what} ({path}); "
-                               f"put the lake (PERFLAKE_HOME) where other users may traverse, or `chmod o+x {blocked}`")
+                               f"put the lake (PERFLAKE_HOME) and the checkout where other users may traverse, "
+                               f"or `chmod o+x {blocked}`")
     lake.warehouse.mkdir(parents=True, exist_ok=True)
     services.save()
     return services
