@@ -184,19 +184,20 @@ def update_history(spark: SparkSession, lake: Lake, *, night: str | None = None,
     if night is None:
         catalog.overwrite(spark, lake, series_table(series_points(stats, runs)), SERIES)
         return
-    previous = spark.table(catalog.ensure_table(spark, lake, SERIES))
-    tonight = stats.where(F.col("dt") == F.lit(night))
-    if pools:
-        tonight = tonight.where(F.col("pool").isin(pools))
-    touched = (series_points(tonight, runs.where(F.col("dt") == F.lit(night))).select("series_key").distinct()
-               .localCheckpoint())
-    cases = tonight.select("case_id").distinct()
+    with catalog.table_lock(lake, SERIES):  # read the previous rows, publish: no other mine in between
+        previous = spark.table(catalog.ensure_table(spark, lake, SERIES))
+        tonight = stats.where(F.col("dt") == F.lit(night))
+        if pools:
+            tonight = tonight.where(F.col("pool").isin(pools))
+        touched = (series_points(tonight, runs.where(F.col("dt") == F.lit(night))).select("series_key").distinct()
+                   .localCheckpoint())
+        cases = tonight.select("case_id").distinct()
 
-    def points_since(dt: str | None) -> DataFrame:
-        since = F.lit(True) if dt is None else F.col("dt") >= F.lit(dt)
-        return series_points(stats.where(since).join(cases, "case_id", "left_semi"), runs.where(since))
+        def points_since(dt: str | None) -> DataFrame:
+            since = F.lit(True) if dt is None else F.col("dt") >= F.lit(dt)
+            return series_points(stats.where(since).join(cases, "case_id", "left_semi"), runs.where(since))
 
-    catalog.replace_by_key(spark, lake, series_for_night(previous, touched, night, points_since), SERIES)
+        catalog.replace_by_key(spark, lake, series_for_night(previous, touched, night, points_since), SERIES)
 
 
 def _lap(started: float, before: dict | None = None) -> float:

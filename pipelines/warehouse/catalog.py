@@ -91,6 +91,11 @@ def ensure_table(spark: SparkSession, lake: Lake, table: Table) -> str:
     table_dir.mkdir(parents=True, exist_ok=True)
     location = table_dir if table.partition_by else snapshots.live_dir(table_dir)
     spark.sql(create_table_ddl(table, DATABASE, location.as_uri()))
+    # Another process may have published since this session last read the table (with a
+    # shared metastore, a backfill's mine beside the night's): drop this session's cached
+    # location and file listing, so that a read-modify-write under table_lock reads the
+    # newest version, not the one this session saw first (which would drop the other's rows).
+    spark.catalog.refreshTable(name)
     if not table.partition_by:
         _point_at(spark, name, location)  # heals a writer that died between the two swaps
     existing = {f.name: f.dataType for f in spark.table(name).schema.fields}
