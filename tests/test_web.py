@@ -229,7 +229,18 @@ def test_a_kept_answer_holds_for_its_copy_of_the_lake_and_is_computed_again_afte
     assert reader.memo(("newest",), newest) == bench["info"]["last_dt"]
     assert reader.memo(("newest",), lambda: "not asked again") == bench["info"]["last_dt"]
     stats = lake.table_path("case_stats")
-    shutil.copytree(stats / f"dt={bench['info']['last_dt']}", stats / "dt=2035-12-31")  # the next mine publishes
+    # The next mine publishes a night: the newest night's rows again under new run ids (the
+    # copy keeps one row per run and case, so a plain copy of the files would be a duplicate).
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    night = stats / f"dt={bench['info']['last_dt']}"
+    for f in sorted(night.rglob("*.parquet")):
+        rows = pq.ParquetFile(f).read()  # the file alone, without the path's partition columns
+        rows = rows.set_column(rows.schema.get_field_index("run_id"), "run_id",
+                               pc.binary_join_element_wise(rows["run_id"], "next", "-"))
+        (stats / "dt=2035-12-31" / f.parent.relative_to(night)).mkdir(parents=True, exist_ok=True)
+        pq.write_table(rows, stats / "dt=2035-12-31" / f.relative_to(night))
     deadline = time.monotonic() + 60
     while reader.memo(("newest",), newest) != "2035-12-31":
         assert time.monotonic() < deadline, "the kept answer never changed"
