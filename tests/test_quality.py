@@ -106,3 +106,24 @@ def test_results_are_published_to_dq_results_and_a_revalidated_batch_replaces_it
         ("case_stats dt=2032-04-03 pool=dq-q", True, 0), ("case_stats dt=2032-04-03 pool=dq-r", False, 1)]
     failed = json.loads(rows[1].failed_expectations)
     assert failed[0]["expectation"] == "expect_column_values_to_be_between" and failed[0]["column"] == "median_ns"
+
+
+def test_the_spark_and_pandas_engines_give_the_same_verdicts_and_observations(spark):
+    """Small batches are validated locally (GX's pandas engine), large ones on Spark: the
+    same batch must get the same result on both, failures, severities and quotes included."""
+    run = {"run_id": "q1", "shard": 0, "attempt": 1, "reason": "import", "started_at": T0, "finished_at": T0,
+           "device_kind": "gpu", "status": "ok", "dt": "2032-04-01", "pool": "dq-q"}
+    batches = [
+        (samples(spark, [1000, -5, 1010, None]), "samples"),
+        (samples(spark, [1000, 1010], throttled=None, device_kind="tpu"), "samples"),
+        (stats(spark, p10_ns=1100.0, rel_noise=0.9, n_kept=101), "case_stats"),
+        (stats(spark, median_ns=-1.0, p10_ns=-2.0), "case_stats"),
+        (frame(spark, RUNS, [run, {**run, "status": "exploded", "reason": None,
+                                   "finished_at": T0 - dt.timedelta(seconds=1)}]), "runs"),
+    ]
+    for df, suite in batches:
+        on = {engine: validate(df, suite, f"{suite} engines", engine=engine) for engine in ("spark", "pandas")}
+        seen = {engine: (r.success, r.rows, r.evaluated, sorted((f.expectation, f.column, f.severity, f.observed)
+                                                                for f in r.failures)) for engine, r in on.items()}
+        assert seen["spark"] == seen["pandas"], suite
+        assert not on["pandas"].success
