@@ -75,6 +75,7 @@ def test_no_machine_path_in_the_changepoint_evaluation():
         assert not machine_path.search((REPO / path).read_text()), path
 
 
+@pytest.mark.slow  # scores TCPD and wide histories (~25 s): the end-to-end tier
 def test_changepoint_evaluation_scores_tcpd_and_wide_histories(tmp_path):
     from pipelines.changepoint import covering, detect, f1_score
 
@@ -92,6 +93,7 @@ def test_changepoint_evaluation_scores_tcpd_and_wide_histories(tmp_path):
     assert f"{f1:.3f}" in stdout and f"{cover:.3f}" in stdout
 
 
+@pytest.mark.slow  # a nightly evaluation run (~10 s): the end-to-end tier
 def test_changepoint_nightly_evaluation_reports_each_noise_kind(tmp_path):
     changepoint_eval = _changepoint_eval()
     stdout = _run(["benchmarks/changepoint_eval.py", "--nightly", "--no-tcpd", "--series", "20", "--online", "2"],
@@ -147,6 +149,7 @@ def test_changepoint_stage5_sensitivity_option_runs(tmp_path):
                for ln in sens.splitlines()) == 20
 
 
+@pytest.mark.slow  # measures on the CPU (~20 s): the end-to-end tier
 def test_gpu_validation_logic_runs_on_cpu_and_says_do_bench_is_unavailable(tmp_path):
     out = tmp_path / "v.json"
     _run(["benchmarks/gpu_validation.py", "--smoke", "--device", "cpu", "--out", str(out)], tmp_path, timeout=600)

@@ -105,6 +105,7 @@ def test_night_starts_nothing_the_budget_cannot_fit_and_names_what_is_left(gv, t
     assert not (tmp_path / "night" / "shards").exists()
 
 
+@pytest.mark.slow  # measures, lands and validates on the CPU (~20 s): the end-to-end tier
 def test_night_smoke_on_cpu_lands_a_shard_and_a_validation_and_a_second_call_redoes_nothing(tmp_path):
     night = tmp_path / "night"
     cmd = [sys.executable, "benchmarks/gpu_validation.py", "--night", str(night), "--smoke", "--device", "cpu",

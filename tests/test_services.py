@@ -2,8 +2,10 @@
 the metastore on it, the Spark SQL service (JDBC + Spark Connect) and Airflow, brought up
 once by `perflake services up` and taken down at the end, whatever happened.
 
-- the soak: a three-pool nightly sweep and a new GPU's backfill through the services'
-  Airflow, while one client queries JDBC every second and another runs `perflake sql`;
+- the scheduler (fast tier): the services' Airflow runs a night of nightly_sweep (the fast
+  tier's one test on a real Airflow scheduler), and the tables equal the raw samples;
+- the soak (end-to-end tier): a three-pool nightly sweep and a new GPU's backfill through
+  the services' Airflow, while one client queries JDBC every second and another runs `perflake sql`;
 - readers see writers (end-to-end tier): sessions held open across a mine see its tables
   within the service's metadata TTL, and never a half-written table;
 - read-only: the endpoints refuse every change, the readers' metastore role cannot write,
@@ -51,18 +53,33 @@ def _require_packages() -> None:
 
 @pytest.fixture(scope="module")
 def deployment():
-    """The services up on a fresh lake with one mined night (SEED); down and deleted at the end."""
+    """The services up on a fresh lake with one night (SEED) swept on one pool and mined
+    through their Airflow; down and deleted at the end."""
     _require_packages()
     with ServicesLake.create() as dep:
-        dep.land(SEED)
-        dep.perflake("mine", "--date", SEED, timeout=1500)
+        dep.unpause("nightly_sweep")
+        dep.trigger("nightly_sweep", "seed", {"pools": ["sim-h100"], "suites": ["gemm-demo"], "stopping": FAST},
+                    f"{SEED}T02:00:00+00:00")
+        dep.seed_state = dep.wait_run("nightly_sweep", "seed", timeout_s=1500)
         yield dep
+
+
+def test_the_services_airflow_runs_a_night_and_its_tables_equal_the_raw_samples(deployment):
+    dep = deployment
+    failed = [t for t in dep.task_states("nightly_sweep", "seed") if t[2] not in ("success", "skipped")]
+    assert dep.seed_state == "success", f"{failed}\n" + "\n".join(
+        dep.task_log_tail("nightly_sweep", "seed", t[0]) for t in failed)
+    landed = dep.landed_rows(SEED)
+    assert landed and dep.published_rows(SEED) == landed
+    stats = dep.jdbc_rows(f"SELECT pool, device_kind, count(*) FROM perf.case_stats WHERE dt = '{SEED}' "
+                          "AND status = 'ok' AND median_ns > 0 GROUP BY pool, device_kind")
+    assert stats == [["sim-h100", "simulated", str(len(load_suite("gemm-demo").cases))]]
 
 
 # --- the soak ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def soak(deployment):
+def soak(deployment):  # the end-to-end tier only: every test that uses it is marked slow
     """(a) the night over three pools and (b) the new GPU's backfill, both through Airflow,
     while (c) the query clients run; their outcome."""
     dep = deployment
@@ -81,6 +98,8 @@ def soak(deployment):
     return states, runs, clients
 
 
+# The soak runs in the end-to-end tier: two DAG runs with a mine each at once, ~5 minutes.
+@pytest.mark.slow
 def test_soak_the_night_and_the_backfill_both_succeed(soak, deployment):
     states, runs, _ = soak
     failed = {d: [t for t in deployment.task_states(d, runs[d]) if t[2] not in ("success", "skipped")]
@@ -89,6 +108,7 @@ def test_soak_the_night_and_the_backfill_both_succeed(soak, deployment):
         f"{failed}\n" + "\n".join(deployment.task_log_tail(d, runs[d], "mine") for d in failed)
 
 
+@pytest.mark.slow
 def test_soak_shards_of_different_pools_ran_at_the_same_time(soak, deployment):
     _, runs, _ = soak
     rows = deployment.airflow_db(
@@ -101,6 +121,7 @@ def test_soak_shards_of_different_pools_ran_at_the_same_time(soak, deployment):
     assert overlapping, f"no two pools' shards overlapped in time: {shards}"
 
 
+@pytest.mark.slow
 def test_soak_every_query_was_answered(soak):
     _, _, clients = soak
     assert clients.errors == [], "\n".join(clients.errors)
@@ -108,6 +129,7 @@ def test_soak_every_query_was_answered(soak):
     assert answered["jdbc"] >= 30 and answered["jdbc-new"] >= 3 and answered["perflake sql"] >= 5, answered
 
 
+@pytest.mark.slow
 def test_soak_each_nights_tables_match_their_raw_samples(soak, deployment):
     for dt in (SEED, NIGHT, BACKFILL):
         landed = deployment.landed_rows(dt)
@@ -117,6 +139,7 @@ def test_soak_each_nights_tables_match_their_raw_samples(soak, deployment):
     assert pools == set(NIGHT_POOLS)
 
 
+@pytest.mark.slow
 def test_soak_the_new_gpus_history_is_queryable_through_jdbc(soak, deployment):
     stats = deployment.jdbc_rows(f"SELECT DISTINCT reason, pool FROM perf.runs WHERE gpu_sku = '{NEW_GPU}'")
     assert stats == [["backfill", NEW_GPU_POOL]]
