@@ -7,8 +7,9 @@ The lake and the Airflow home are temporary and set before anything imports airf
 Two tiers. `make test` runs the fast tier (minutes), which keeps at least one test on
 each real component: Spark (test_sql, test_quality, test_mining_transforms), Great
 Expectations (test_quality), the Airflow scheduler and PostgreSQL (test_services: the
-services' Airflow runs a night), the Thrift/JDBC server (test_hostile_sql), Chromium
-(test_report), killed processes (test_isolation).
+services' Airflow runs a night), the Thrift/JDBC server (test_hostile_sql), Spark Connect
+on the shared services (test_hostile_connect), Chromium (test_report), killed processes
+(test_isolation).
 `make test-full` runs the end-to-end tier: the modules in SLOW_MODULES (whole DAG runs,
 scenario histories, a Spark cluster) and single tests marked `slow`. CI runs both."""
 from __future__ import annotations

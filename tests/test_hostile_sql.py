@@ -1,6 +1,7 @@
 """A hostile user against every SQL endpoint: the JDBC server (one per module, with
 authentication), `perflake sql` on Spark (a session behind the gate, in a process of its
-own as the CLI runs it) and `perflake sql` on DuckDB.
+own as the CLI runs it) and `perflake sql` on DuckDB. The same corpus goes over Spark
+Connect, the shared service's other endpoint, in tests/test_hostile_connect.py.
 
 Every statement of the corpus must be refused with one sentence on every engine, the
 server must stay up, the lake's tables and files must stay as they were, and nothing
@@ -38,10 +39,10 @@ QUERY_TIMEOUT_S, MAX_ROWS = 20, 100
 DQ_ROWS = [("gemm", True), ("softmax", False), ("copy", True)]
 
 # (statement, flags). Flags: "native": Spark's own parser or analyzer refuses it before
-# the gate judges a plan (any refusal will do); "inert:jdbc" / "inert:duckdb": that
-# engine reads the text as a harmless query (a literal, a comment, an unused CTE) and
-# may answer it, as long as nothing changes and nothing outside the lake is read. The
-# CLIs' pre-check refuses them all. {canary} is a
+# the gate judges a plan (any refusal will do); "inert:spark" / "inert:duckdb": that
+# engine (Spark: over JDBC and Spark Connect alike) reads the text as a harmless query (a
+# literal, a comment, an unused CTE) and may answer it, as long as nothing changes and
+# nothing outside the lake is read. The CLIs' pre-check refuses them all. {canary} is a
 # file outside the lake holding a secret, {outside} its folder, {marker} a path that must
 # never be created, {warehouse} the lake's warehouse.
 CORPUS: list[tuple[str, str]] = [
@@ -138,9 +139,9 @@ CORPUS: list[tuple[str, str]] = [
     ("SELECT 1; DROP TABLE perf.dq_results", "native"),
     ("SELECT 1 -- a comment\n; DROP TABLE perf.dq_results", "native"),
     ("/* SELECT */ DROP TABLE perf.dq_results", ""),
-    ("SELECT 'a\\'; DROP TABLE perf.dq_results; --'", "inert:jdbc"),
+    ("SELECT 'a\\'; DROP TABLE perf.dq_results; --'", "inert:spark"),
     ("SELECT 1 /* ; */ ; DROP TABLE perf.dq_results", "native"),
-    ("/* nested /* */ DROP TABLE perf.dq_results */ SELECT 1", "inert:jdbc"),
+    ("/* nested /* */ DROP TABLE perf.dq_results */ SELECT 1", "inert:spark"),
     ("BEGIN DROP TABLE perf.dq_results; END", "native"),
     ("EXECUTE IMMEDIATE 'DROP TABLE perf.dq_results'", ""),
     ("EXECUTE IMMEDIATE 'SELECT reflect(''java.lang.System'', ''exit'', 3)'", ""),
@@ -256,7 +257,7 @@ def _ids():
 @pytest.mark.parametrize("i", range(len(CORPUS)), ids=_ids())
 def test_jdbc_refuses_each_hostile_statement_with_one_sentence(hostile, i):
     answer = hostile["jdbc"][i]
-    if answer["ok"] and "inert:jdbc" in CORPUS[i][1]:
+    if answer["ok"] and "inert:spark" in CORPUS[i][1]:
         assert hostile["secret"] not in json.dumps(answer)
         return
     assert not answer["ok"], (hostile["statements"][i], answer)

@@ -30,32 +30,22 @@ import pytest
 from kernels_bench.suite import load_suite
 from pipelines.config import processes
 from pipelines.config.lake import Lake
-from pipelines.config.services import HOST, JDBC_DRIVER_JAR, METASTORE_DB, PG_BIN, READER_ROLE, ROLES, Services
+from pipelines.config.services import HOST, METASTORE_DB, READER_ROLE, ROLES, Services
 
-from launchers.services_lake import FAST, NEW_GPU, NEW_GPU_POOL, NIGHT_POOLS, QueryClients, ServicesLake
-from launchers.sql_clients import ConnectSession, JdbcSession
+from launchers.services_lake import (FAST, NEW_GPU, NEW_GPU_POOL, NIGHT_POOLS, QueryClients, ServicesLake,
+                                     require_packages)
+from launchers.sql_clients import JdbcSession
 
 # Dates in the past (Airflow runs no logical date in the future), each test its own.
 SEED, NIGHT, BACKFILL = "2026-08-01", "2026-08-02", "2026-08-03"
 READERS, KILL_SERVICE, KILL_DRIVER, PG_RESTART = "2026-08-04", "2026-08-05", "2026-08-06", "2026-08-07"
 
 
-def _require_packages() -> None:
-    missing = [str(p) for p in (PG_BIN / "pg_ctl", JDBC_DRIVER_JAR) if not p.exists()]
-    if not missing:
-        return
-    why = (f"the services need PostgreSQL 15 and the PostgreSQL JDBC driver, missing: {', '.join(missing)} "
-           f"(apt-get install postgresql libpostgresql-jdbc-java)")
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{why}; .ci/run must install them")
-    pytest.skip(why)
-
-
 @pytest.fixture(scope="module")
 def deployment():
     """The services up on a fresh lake with one night (SEED) swept on one pool and mined
     through their Airflow; down and deleted at the end."""
-    _require_packages()
+    require_packages()
     with ServicesLake.create() as dep:
         dep.unpause("nightly_sweep")
         dep.trigger("nightly_sweep", "seed", {"pools": ["sim-h100"], "suites": ["gemm-demo"], "stopping": FAST},
@@ -168,7 +158,7 @@ def test_sessions_held_open_across_a_mine_see_its_tables_within_the_ttl_and_neve
     sql = f"SELECT count(*) FROM perf.samples WHERE dt = '{READERS}'"
     stop = threading.Event()
     seen: dict[str, list] = {"jdbc": [], "connect": []}
-    with JdbcSession(HOST, dep.services.sql_port) as jdbc, ConnectSession(dep.services.connect_url) as connect:
+    with JdbcSession(HOST, dep.services.sql_port) as jdbc, dep.connect() as connect:
         for s in (jdbc, connect):  # both sessions open and answering before the mine
             assert s.query(sql)["ok"]
         watchers = [threading.Thread(target=_watch, args=(s, sql, stop, seen[k]), daemon=True)
@@ -228,7 +218,7 @@ def test_jdbc_and_connect_refuse_every_change_and_the_files_stay(deployment):
     statements = _refused_statements(dep.lake)
     before = _tree(dep.lake.warehouse)
     answers = {"jdbc": dep.jdbc(*statements)}
-    with ConnectSession(dep.services.connect_url) as connect:
+    with dep.connect() as connect:
         answers["connect"] = [connect.query(s) for s in statements]
     for kind, results in answers.items():
         accepted = [s for s, a in zip(statements, results) if a["ok"]]
@@ -283,6 +273,7 @@ def test_the_sql_service_runs_as_another_user_than_root(deployment):
 def _secrets(services: Services) -> list[str]:
     values = [services.password(role) for role in ROLES]
     values += [(services.secrets / n).read_text().strip() for n in ("airflow-jwt-secret", "airflow-api-secret-key")]
+    values.append(services.connect_token())
     assert all(len(v) >= 16 for v in values)
     return values
 

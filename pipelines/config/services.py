@@ -17,7 +17,8 @@ chosen before the first `make up` with PERFLAKE_PG_PORT, PERFLAKE_SQL_PORT,
 PERFLAKE_CONNECT_PORT and PERFLAKE_AIRFLOW_PORT.
 
 Passwords live in `<lake>/services/secrets/` (one file per role, mode 0600), never in
-services.json, on a command line or in a log.
+services.json, on a command line or in a log; so does Spark Connect's token
+(`spark-connect-token`), which every Connect client must present.
 """
 from __future__ import annotations
 
@@ -41,6 +42,10 @@ WRITER_ROLE = "perflake_rw"
 READER_ROLE = "perflake_ro"
 AIRFLOW_ROLE = "perflake_airflow"
 ROLES = (ADMIN_ROLE, WRITER_ROLE, READER_ROLE, AIRFLOW_ROLE)
+# Spark Connect's pre-shared token: the Spark SQL service reads it from this variable of
+# its own environment (spark.connect.authenticate.token would put it in the session's
+# configuration); pyspark's Connect client sends it from the same variable when it is set.
+CONNECT_TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 
 
 class ServiceError(RuntimeError):
@@ -89,7 +94,22 @@ class Services:
 
     @property
     def connect_url(self) -> str:
-        return f"sc://{HOST}:{self.connect_port}"
+        # "localhost", not HOST: pyspark sends a token without TLS only to a URL that names
+        # localhost (gRPC's local credentials, which accept a loopback peer only); to any
+        # other name it sends it over TLS, which the service does not speak.
+        return f"sc://localhost:{self.connect_port}"
+
+    @property
+    def connect_token_file(self) -> Path:
+        return self.secrets / "spark-connect-token"
+
+    def connect_token(self) -> str:
+        """The token a Spark Connect client must present (created by `make up`)."""
+        try:
+            return self.connect_token_file.read_text().strip()
+        except FileNotFoundError:
+            raise ServicesNotConfigured(f"{self.connect_token_file} is missing: run `make up` to (re)create the "
+                                        f"Spark SQL service's Connect token") from None
 
     def metastore_conf(self, role: str) -> dict[str, str]:
         """Spark settings for the shared metastore as `role`, all but the password (which

@@ -11,6 +11,7 @@ service listens and logs. `down` stops what `up` started, by the pid each one re
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -45,6 +46,7 @@ def up(lake: Lake, *, echo=print, with_airflow: bool = True) -> list[State]:
     _require_packages(echo)
     services = _choose(lake)
     postgres.ensure_passwords(services)
+    _ensure_connect_token(services)
     if postgres.initialise(services):
         echo(f"PostgreSQL: created the cluster in {postgres.data_dir(services)}")
     if postgres.start(services):
@@ -164,6 +166,20 @@ def _write_writer_properties(services: Services) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(f"spark.hadoop.javax.jdo.option.ConnectionPassword={services.password(WRITER_ROLE)}\n")
+    tmp.replace(path)
+
+
+def _ensure_connect_token(services: Services) -> None:
+    """Spark Connect's token, created once (0600, owned by the caller like the passwords):
+    the service gets it in its environment at start, perflake's clients read this file."""
+    path = services.connect_token_file
+    if path.exists():
+        return
+    tmp = path.with_suffix(".partial")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_urlsafe(32) + "\n")
     tmp.replace(path)
 
 

@@ -21,8 +21,9 @@ Embedded, the Derby metastore admits ONE process at a time: while the server run
 other process can open a Spark session on the same lake, and the server cannot start
 while one is open; query through the server meanwhile, or use `--engine duckdb`. In
 services mode (`make up`, docs/deploy.md) the metastore is the shared PostgreSQL one: the
-server (also answering Spark Connect) connects with a read-only role, runs as an OS user
-that cannot write the lake, and mines run beside it.
+server (also answering Spark Connect, to clients that present the lake's Connect token)
+connects with a read-only role, runs as an OS user that cannot write the lake, and mines
+run beside it.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ from pathlib import Path
 
 from pipelines.config import accounts, processes
 from pipelines.config.lake import Lake, safe_name
-from pipelines.config.services import HOST, READER_ROLE, configured
+from pipelines.config.services import CONNECT_TOKEN_ENV, HOST, READER_ROLE, configured
 from pipelines.query import gate
 from pipelines.warehouse.session import merged_conf, spark_conf, spark_home
 
@@ -255,13 +256,13 @@ def start(lake: Lake, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, tim
                 accounts.give(f, run_as, mode=0o600)
         if tls_dir(lake).is_dir():
             accounts.give(tls_dir(lake), run_as, mode=0o700)
+    env = _server_env(services, workdir if run_as else None)
     log = log_file(lake)
     offset = log.stat().st_size if log.exists() else 0
     with open(log, "ab") as out:
         out.write(f"\n--- perflake sql-server start {time.strftime('%Y-%m-%dT%H:%M:%S')} ---\n".encode())
         out.flush()
         # A session of its own, so that stop() can end the JVM and any child by group.
-        env = {**os.environ, "HOME": str(workdir)} if run_as else None
         proc = subprocess.Popen(server_command(lake, host, port, auth=auth), stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, cwd=workdir, start_new_session=True, env=env,
                                 **accounts.popen_user(run_as))
@@ -278,6 +279,19 @@ def start(lake: Lake, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, tim
     stop(lake)
     raise RuntimeError(f"the SQL server did not listen on {host}:{port} within {timeout_s:.0f} s"
                        f"{_diagnosis(log, offset)}; it was stopped; its log is {log}:\n{_tail(log, offset)}")
+
+
+def _server_env(services, home: Path | None) -> dict[str, str]:
+    """The server's environment: this process's, with `home` as HOME (another OS user's),
+    and in services mode Spark Connect's token, which the server reads at start. Not in its
+    properties: a Connect client reads the service's Spark settings with spark.conf.get
+    (Spark hides only the names it takes for secrets); nor on its command line (`ps`)."""
+    env = {k: v for k, v in os.environ.items() if k != CONNECT_TOKEN_ENV}
+    if home is not None:
+        env["HOME"] = str(home)
+    if services is not None:
+        env[CONNECT_TOKEN_ENV] = services.connect_token()
+    return env
 
 
 def stop(lake: Lake, *, timeout_s: float = 30.0) -> bool:

@@ -208,6 +208,13 @@ def _run_spark(statement: str, lake: Lake, limit: int) -> tuple[list[str], list[
 
 
 def _spark_error(e: Exception) -> ValueError:
+    status = getattr(e, "getGrpcStatusCode", None)  # Spark Connect: the service refused the call itself
+    if status is not None and status().name == "UNAUTHENTICATED":
+        from pipelines.config.services import CONNECT_TOKEN_ENV
+
+        return QueryError(f"the Spark SQL service refused this client's Spark Connect token (none, or a wrong one): "
+                          f"set {CONNECT_TOKEN_ENV} to the token in <lake>/services/secrets/spark-connect-token "
+                          f"that the lake's operator gives you, or query over JDBC with a user")
     message = str(e)
     java = getattr(e, "java_exception", None)
     if java is not None:

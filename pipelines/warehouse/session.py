@@ -10,7 +10,7 @@ import shlex
 import sys
 
 from pipelines.config.lake import Lake
-from pipelines.config.services import WRITER_ROLE, configured
+from pipelines.config.services import WRITER_ROLE, Services, configured
 
 DATABASE = "perf"
 # Spark's logging: its defaults less the metastore's repeated, harmless warnings.
@@ -109,13 +109,15 @@ def get_spark(lake: Lake, app: str = "perflake"):
 def reader_session(lake: Lake):
     """A session for reading the lake's tables: in services mode a Spark Connect session
     on the shared Spark SQL service (no JVM in this process; read-only, behind the gate,
-    and it runs no user code: a job with Python UDFs uses `get_spark`), else `get_spark`."""
+    and it runs no user code: a job with Python UDFs uses `get_spark`), which presents the
+    service's Connect token; else `get_spark`."""
     services = configured(lake)
     if services is None:
         return get_spark(lake)
     import socket
 
-    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client import ChannelBuilder, DefaultChannelBuilder
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
     from pipelines.config.services import HOST
     from pipelines.warehouse.preflight import SparkUnavailable
@@ -125,7 +127,27 @@ def reader_session(lake: Lake):
     except OSError:
         raise SparkUnavailable(f"the Spark SQL service ({services.connect_url}) does not answer: start the services "
                                f"with `make up` (`make status` shows each one's state and log)") from None
-    return SparkSession.builder.remote(services.connect_url).getOrCreate()
+    channel = DefaultChannelBuilder(services.connect_url)  # the token goes in no URL (errors quote URLs)
+    channel.set(ChannelBuilder.PARAM_TOKEN, connect_token(services))
+    return RemoteSparkSession.builder.channelBuilder(channel).getOrCreate()
+
+
+def connect_token(services: Services) -> str:
+    """The Spark SQL service's Connect token: the lake's token file where this user may
+    read it (the services' owner), else $SPARK_CONNECT_AUTHENTICATE_TOKEN (the operator
+    hands the token to the users who may query)."""
+    from pipelines.config.services import CONNECT_TOKEN_ENV
+    from pipelines.warehouse.preflight import SparkUnavailable
+
+    try:
+        return services.connect_token()
+    except PermissionError:
+        if os.environ.get(CONNECT_TOKEN_ENV):
+            return os.environ[CONNECT_TOKEN_ENV]
+        raise SparkUnavailable(f"the Spark SQL service admits Spark Connect clients with its token only, and this "
+                               f"user may not read {services.connect_token_file}: set {CONNECT_TOKEN_ENV} to the "
+                               f"token the lake's operator gives you, or query over JDBC with a user "
+                               f"(docs/security.md)") from None
 
 
 def use_metastore_properties(lake: Lake, role: str = WRITER_ROLE) -> None:

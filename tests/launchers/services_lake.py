@@ -28,9 +28,9 @@ from kernels_bench.collectives import free_port
 from kernels_bench.suite import load_suite
 from pipelines.config import processes
 from pipelines.config.lake import Lake
-from pipelines.config.services import AIRFLOW_DB, AIRFLOW_ROLE, HOST, Services, configured
+from pipelines.config.services import AIRFLOW_DB, AIRFLOW_ROLE, HOST, JDBC_DRIVER_JAR, PG_BIN, Services, configured
 
-from launchers.sql_clients import JdbcSession
+from launchers.sql_clients import ConnectSession, JdbcSession
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -48,6 +48,20 @@ NIGHT_POOLS = ["sim-h100", "sim-h200", "sim-a100"]
 NEW_GPU_POOL, NEW_GPU = "sim-b200", "B200-SXM-180GB"
 # A sample budget that keeps a simulated night to seconds per shard.
 FAST = {"min_samples": 10, "min_time_s": 0.02, "max_noise": 0.05, "timeout_s": 0.5, "max_samples": 300}
+
+
+def require_packages() -> None:
+    """Skip the calling test without PostgreSQL 15 and its JDBC driver (fail it in CI, which must install them)."""
+    import pytest
+
+    missing = [str(p) for p in (PG_BIN / "pg_ctl", JDBC_DRIVER_JAR) if not p.exists()]
+    if not missing:
+        return
+    why = (f"the services need PostgreSQL 15 and the PostgreSQL JDBC driver, missing: {', '.join(missing)} "
+           f"(apt-get install postgresql libpostgresql-jdbc-java)")
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{why}; .ci/run must install them")
+    pytest.skip(why)
 
 
 def consecutive_free_ports(n: int) -> int:
@@ -85,9 +99,11 @@ class ServicesLake:
     """A lake in services mode and the ways to reach it from outside its processes."""
     lake: Lake
     env: dict[str, str]          # for `perflake` commands: this lake, its pools and ports
+    with_airflow: bool = True    # False: `up --no-airflow` (the metastore and the SQL service only)
 
     @classmethod
-    def create(cls, pools_yaml: str = POOLS_YAML, prefix: str = "perflake-services-") -> "ServicesLake":
+    def create(cls, pools_yaml: str = POOLS_YAML, prefix: str = "perflake-services-", *,
+               with_airflow: bool = True) -> "ServicesLake":
         root = new_lake(pools_yaml, prefix)
         # Only the runs one triggers execute: no scheduled run of a DAG once it is unpaused.
         cfg = root / "services" / "airflow" / "airflow.cfg"
@@ -95,17 +111,19 @@ class ServicesLake:
         cfg.write_text("[scheduler]\nuse_job_schedule = False\n")
         return cls(Lake(root), client_env(root, PERFLAKE_PG_PORT=str(free_port()), PERFLAKE_SQL_PORT=str(free_port()),
                                           PERFLAKE_CONNECT_PORT=str(free_port()),
-                                          PERFLAKE_AIRFLOW_PORT=str(consecutive_free_ports(3))))
+                                          PERFLAKE_AIRFLOW_PORT=str(consecutive_free_ports(3))), with_airflow)
 
     def __enter__(self) -> "ServicesLake":
+        # The option before the action: after it, it would be taken for `services airflow`'s arguments.
+        up = ("services", "up") if self.with_airflow else ("services", "--no-airflow", "up")
         try:
-            first = self.perflake("services", "up", timeout=900, check=False)
+            first = self.perflake(*up, timeout=900, check=False)
             if first.returncode != 0:
                 # Seen once on the loaded 2-core machine: Airflow's API server "exited while
                 # starting" with an empty log, and the next `up` brought it up. `up` is
                 # idempotent; say so loudly and try once more.
                 warnings.warn(f"perflake services up failed once, trying again:\n{first.stderr[-1500:]}")
-                self.perflake("services", "up", timeout=900)
+                self.perflake(*up, timeout=900)
         except BaseException:
             self.remove()
             raise
@@ -219,6 +237,10 @@ class ServicesLake:
         (answer,) = self.jdbc(statement)
         assert answer["ok"], f"{statement}: {answer['error']}"
         return answer["rows"]
+
+    def connect(self, max_rows: int = 1000) -> ConnectSession:
+        """A Spark Connect session held open, presenting the service's token."""
+        return ConnectSession(self.services.connect_url, max_rows, token=self.services.connect_token())
 
     def land(self, dt: str, pool: str = "sim-h100", suffix: str = "") -> str:
         """Measure the gemm-demo cases on the simulated H100 for night `dt` and land them; the run id."""

@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from pipelines.config.services import CONNECT_TOKEN_ENV
+
 
 class _LineSession:
     """A child process that reads base64 statements on stdin and answers one JSON line each."""
@@ -68,14 +70,19 @@ class JdbcSession(_LineSession):
 
 
 class ConnectSession(_LineSession):
-    """One Spark Connect session to `url` (sc://host:port), held open until `close`."""
+    """One Spark Connect session to `url` (sc://host:port), held open until `close`,
+    presenting `token` (None: none), which reaches the child in its environment."""
 
-    def __init__(self, url: str, max_rows: int = 1000):
-        super().__init__([sys.executable, __file__, url, str(int(max_rows))])
+    def __init__(self, url: str, max_rows: int = 1000, token: str | None = None):
+        env = {k: v for k, v in os.environ.items() if k != CONNECT_TOKEN_ENV}
+        if token is not None:
+            env[CONNECT_TOKEN_ENV] = token
+        super().__init__([sys.executable, __file__, url, str(int(max_rows))], env=env)
 
 
 def _serve_connect(url: str, max_rows: int) -> None:
-    """The Connect child: one session, one answer line per statement line."""
+    """The Connect child: one session, one answer line per statement line (pyspark sends
+    $SPARK_CONNECT_AUTHENTICATE_TOKEN as the token when it is set)."""
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.remote(url).getOrCreate()
