@@ -71,6 +71,12 @@ def summary(seconds: list[float]) -> dict:
             "p95_s": round(float(np.percentile(a, 95)), 3), "max_s": round(float(a.max()), 3)}
 
 
+def record(result: dict, name: str, phase: dict) -> None:
+    """Keep a phase's figures, and print them at once (a later phase may fail or be stopped)."""
+    result[name] = phase
+    print(f"{time.strftime('%H:%M:%S')} {name}: {json.dumps(phase)}", file=sys.stderr, flush=True)
+
+
 def timed_sql(env: dict[str, str], repeats: int) -> list[float]:
     out = []
     for _ in range(repeats):
@@ -103,19 +109,19 @@ def services_phases(args, result: dict) -> None:
                      latency={k: summary(v) for k, v in clients.latencies.items()}, errors=clients.errors,
                      tables_match_raw={dt: svc.published_rows(dt) == landed_rows(svc.lake, dt)
                                        for dt in (SEED, SOAK_NIGHT, SOAK_BACKFILL)})
-        result["during_mining"] = phase
+        record(result, "during_mining", phase)
 
         phase = {"load_before": load()}
         svc.trigger("nightly_sweep", "parallel_night", NIGHT_CONF, f"{PARALLEL_NIGHT}T02:00:00+00:00")
         phase["state"] = svc.wait_run("nightly_sweep", "parallel_night", timeout_s=3600)
         phase.update(wall_s=round(svc.run_wall_s("nightly_sweep", "parallel_night"), 1), load_after=load())
-        result["parallel_night"] = phase
+        record(result, "parallel_night", phase)
 
         phase = {"load_before": load()}
         svc.perflake("sql", SQL)  # the service's first Connect session is not the warm figure
         phase["latency"] = summary(timed_sql(svc.env, args.sql_repeats))
         phase["load_after"] = load()
-        result["sql_via_service"] = phase
+        record(result, "sql_via_service", phase)
 
 
 def embedded_phases(args, result: dict) -> None:
@@ -130,12 +136,12 @@ def embedded_phases(args, result: dict) -> None:
         if proc.returncode != 0 or not lines:
             raise RuntimeError(f"the embedded night failed (exit {proc.returncode}): {proc.stderr[-3000:]}")
         phase.update(json.loads(lines[-1]), load_after=load())
-        result["serial_night"] = phase
+        record(result, "serial_night", phase)
 
         phase = {"load_before": load()}
         phase["latency"] = summary(timed_sql(env, max(2, args.sql_repeats // 3)))
         phase["load_after"] = load()
-        result["sql_per_command_jvm"] = phase
+        record(result, "sql_per_command_jvm", phase)
     finally:
         stop_processes_of(root)
         shutil.rmtree(root, ignore_errors=True)

@@ -4,8 +4,10 @@ once by `perflake services up` and taken down at the end, whatever happened.
 
 - the scheduler (fast tier): the services' Airflow runs a night of nightly_sweep (the fast
   tier's one test on a real Airflow scheduler), and the tables equal the raw samples;
-- the soak (end-to-end tier): a three-pool nightly sweep and a new GPU's backfill through
-  the services' Airflow, while one client queries JDBC every second and another runs `perflake sql`;
+- the soak (end-to-end tier: 4-7 minutes on two cores, two mines at once): a three-pool
+  nightly sweep and a new GPU's backfill through the services' Airflow at once, while one
+  client queries JDBC every second and another runs `perflake sql` every 10 s
+  (benchmarks/services_soak.py is the longer version);
 - readers see writers (end-to-end tier): sessions held open across a mine see its tables
   within the service's metadata TTL, and never a half-written table;
 - read-only: the endpoints refuse every change, the readers' metastore role cannot write,
@@ -74,7 +76,7 @@ def soak(deployment):  # the end-to-end tier only: every test that uses it is ma
     while (c) the query clients run; their outcome."""
     dep = deployment
     dep.unpause("nightly_sweep", "backfill_hardware")
-    clients = QueryClients(dep).start()
+    clients = QueryClients(dep, cli_period_s=10.0).start()
     runs = {"nightly_sweep": "soak_night", "backfill_hardware": "soak_backfill"}
     try:
         dep.trigger("nightly_sweep", runs["nightly_sweep"], {"pools": NIGHT_POOLS, "suites": ["gemm-demo"],
@@ -88,7 +90,6 @@ def soak(deployment):  # the end-to-end tier only: every test that uses it is ma
     return states, runs, clients
 
 
-# The soak runs in the end-to-end tier: two DAG runs with a mine each at once, ~5 minutes.
 @pytest.mark.slow
 def test_soak_the_night_and_the_backfill_both_succeed(soak, deployment):
     states, runs, _ = soak
