@@ -10,7 +10,7 @@ export PERFLAKE_HOME ?= $(CURDIR)/data
 
 help:
 	@echo "make demo | make demo-history | make test | make sql Q='SELECT ...' | make sql-server | make sql-server-stop | make report | make pools | make airflow"
-	@echo "make up | make status | make down   (the shared services: PostgreSQL, Spark SQL service, Airflow; docs/deploy.md)"
+	@echo "make up [NO_AIRFLOW=1] | make status | make down   (the shared services: PostgreSQL, Spark SQL service, Airflow; docs/deploy.md)"
 
 # The venv is built from the lock (constraints.txt) once; the stamp marks it complete.
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -71,8 +71,9 @@ pools: setup
 # metastore, Airflow's metadata), one Spark SQL service (JDBC and Spark Connect, read-only)
 # and Airflow (scheduler, dag-processor, triggerer, API server). From the first `make up`
 # on, every perflake command on this lake uses them; `make down` stops what `up` started.
+# NO_AIRFLOW=1 leaves Airflow out (the metastore and the SQL service only).
 up: setup
-	$(VENV)/bin/perflake services up $(if $(V),-v)
+	$(VENV)/bin/perflake services up $(if $(NO_AIRFLOW),--no-airflow) $(if $(V),-v)
 
 down: setup
 	$(VENV)/bin/perflake services down $(if $(V),-v)

@@ -7,6 +7,11 @@ created by a writer's Spark process, then every statement sent over one Connect 
 that presents the service's token. Each must be refused with the gate's one sentence (as
 over JDBC); afterwards the service still answers, and the lake's files are as they were.
 A client without the token, or with a wrong one, gets nothing but the service's refusal.
+A client with the token then tries what reaches the service without becoming a plan the
+gate judges (artifacts, a Scala UDF's payload, the cache, a Python UDF, a read by path):
+the guard (perflake.gate.ConnectGuard) refuses each with one sentence, nothing lands on
+the service's disk, a legitimate query is still answered, and the audit log names each
+Connect statement with its self-declared user, its session and its outcome.
 
 A canary file outside the lake, readable by the service's OS user, holds a secret that
 must never appear in an answer. Loopback only; every wait is bounded."""
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -137,6 +143,156 @@ def test_perflake_sql_presents_the_token_and_without_it_says_so_in_one_line(conn
         assert proc.returncode == 2 and proc.stdout == "", (proc.returncode, proc.stdout, err)
         assert err.startswith("perflake sql: ") and "\n" not in err and "Traceback" not in err, err[-1500:]
         assert why in err and CONNECT_TOKEN_ENV in err, err
+
+
+# --- the guard: what the gate never sees as a plan -------------------------------------
+
+# A Connect client with the token (perflake's own, reader_session) tries, on one session,
+# what reaches the service without becoming a plan the gate judges; each answer is
+# printed as one JSON line. The Scala UDF is a hand-made request (pyspark has no API for
+# one) carrying harmless bytes, plain and inside a compressed plan.
+_HOSTILE_CALLS = r"""
+import json, sys
+import grpc, zstandard
+from pyspark.sql.connect import functions as F  # perflake's session is Connect without SPARK_REMOTE set
+from pyspark.sql.connect.client import DefaultChannelBuilder
+from pyspark.sql.connect.proto import base_pb2, expressions_pb2, relations_pb2
+from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+from pyspark.sql.types import StringType
+from pipelines.config.lake import Lake
+from pipelines.config.services import configured
+from pipelines.warehouse.session import reader_session
+
+artifact, canary, legit = sys.argv[1:4]
+spark = reader_session(Lake.from_env())
+client = spark.client
+
+def scala_udf(compressed):
+    udf = expressions_pb2.Expression(common_inline_user_defined_function=expressions_pb2.CommonInlineUserDefinedFunction(
+        function_name="harmless", scalar_scala_udf=expressions_pb2.ScalarScalaUDF(payload=b"not Java", nullable=True)))
+    relation = relations_pb2.Relation(project=relations_pb2.Project(
+        input=relations_pb2.Relation(sql=relations_pb2.SQL(query="SELECT 1 AS x")), expressions=[udf]))
+    req = client._execute_plan_request_with_metadata()
+    if compressed:
+        req.plan.compressed_operation.CopyFrom(base_pb2.Plan.CompressedOperation(
+            data=zstandard.compress(relation.SerializeToString()), compression_codec=base_pb2.COMPRESSION_CODEC_ZSTD,
+            op_type=base_pb2.Plan.CompressedOperation.OP_TYPE_RELATION))
+    else:
+        req.plan.root.CopyFrom(relation)
+    client._execute_and_fetch(req, {})
+
+def without_token():
+    other = RemoteSparkSession.builder.channelBuilder(DefaultChannelBuilder(configured(Lake.from_env()).connect_url))
+    other.create().addArtifacts(artifact, file=True)
+
+calls = {
+    "artifact": lambda: spark.addArtifacts(artifact, file=True),
+    "artifact_status": lambda: client.cache_artifact(b"perflake"),
+    "artifact_without_token": without_token,
+    "scala_udf": lambda: scala_udf(False),
+    "scala_udf_compressed": lambda: scala_udf(True),
+    "cache_table": lambda: spark.catalog.cacheTable("perf.dq_results"),
+    "dataframe_cache": lambda: spark.table("perf.dq_results").cache().count(),
+    "clear_cache": lambda: spark.catalog.clearCache(),
+    "refresh_table": lambda: spark.catalog.refreshTable("perf.dq_results"),
+    "python_udf": lambda: spark.table("perf.dq_results").select(F.udf(lambda s: s, StringType())("suite")).collect(),
+    "read_by_path": lambda: spark.read.text(canary).collect(),
+    "drop_table": lambda: spark.sql("DROP TABLE perf.dq_results").collect(),
+    "legit": lambda: [[str(v) for v in r] for r in spark.sql(legit).collect()],
+}
+for name, call in calls.items():
+    try:
+        answer = {"ok": True, "rows": call()}
+    except grpc.RpcError as e:  # a call pyspark does not wrap
+        answer = {"ok": False, "code": e.code().name, "error": e.details()}
+    except Exception as e:
+        code = getattr(e, "getGrpcStatusCode", None)
+        answer = {"ok": False, "code": code().name if code else "", "error": str(e)}
+    print(json.dumps({"call": name, **answer}), flush=True)
+print(json.dumps({"session": client._session_id}), flush=True)
+"""
+GUARDED = ["artifact", "artifact_status", "scala_udf", "scala_udf_compressed", "cache_table", "dataframe_cache",
+           "clear_cache", "refresh_table", "python_udf", "read_by_path"]
+
+
+@pytest.fixture(scope="module")
+def hostile_calls(connect_corpus):
+    """The calls above over one Connect session as user `mallory-...` (self-declared), after
+    the corpus; their answers, the session id, the artifact's name and the user."""
+    dep, user = connect_corpus["dep"], "mallory-" + secrets.token_hex(4)
+    artifact = Path(connect_corpus["paths"]["outside"]) / f"artifact-{secrets.token_hex(6)}.txt"
+    artifact.write_text("uploaded " + connect_corpus["secret"] + "\n")
+    try:
+        proc = subprocess.run([sys.executable, "-c", _HOSTILE_CALLS, str(artifact), connect_corpus["paths"]["canary"],
+                               LEGIT], env={**dep.env, "SPARK_USER": user}, capture_output=True, text=True,
+                              timeout=300, cwd=REPO)
+    finally:
+        artifact.unlink()
+    lines = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert lines and "session" in lines[-1], (proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])
+    return dict(answers={ln["call"]: ln for ln in lines[:-1]}, session=lines[-1]["session"], user=user,
+                artifact=artifact.name)
+
+
+@pytest.mark.parametrize("call", GUARDED)
+def test_the_guard_refuses_what_the_gate_never_sees_with_one_sentence(hostile_calls, call):
+    answer = hostile_calls["answers"][call]
+    assert not answer["ok"] and answer["code"] == "PERMISSION_DENIED", answer
+    assert answer["error"].startswith(REFUSAL_PREFIX) and refusal_in(answer["error"]) == answer["error"], answer
+    assert "\n" not in answer["error"] and "Exception" not in answer["error"], answer
+
+
+def test_the_guard_names_what_it_refused(hostile_calls):
+    said = {call: hostile_calls["answers"][call]["error"] for call in GUARDED}
+    assert "uploading artifacts" in said["artifact"] and "artifacts" in said["artifact_status"]
+    assert "a Scala user-defined function" in said["scala_udf"] == said["scala_udf_compressed"]
+    assert "catalog.cacheTable" in said["cache_table"] and "DataFrame.cache" in said["dataframe_cache"]
+    assert "catalog.clearCache" in said["clear_cache"] and "catalog.refreshTable" in said["refresh_table"]
+    assert "a Python user-defined function" in said["python_udf"] and "by format, path" in said["read_by_path"]
+
+
+def test_an_uploaded_artifact_lands_nowhere_and_the_token_check_still_comes_first(hostile_calls, connect_corpus):
+    dep = connect_corpus["dep"]
+    landed = [p for p in dep.lake.root.rglob("*") if p.name == hostile_calls["artifact"]]
+    assert landed == []
+    without = hostile_calls["answers"]["artifact_without_token"]
+    assert not without["ok"] and without["code"] == "UNAUTHENTICATED", without
+
+
+def test_after_the_guards_refusals_the_gate_still_refuses_and_a_legit_query_is_answered(hostile_calls):
+    answers = hostile_calls["answers"]
+    drop = answers["drop_table"]  # the gate's sentence, and nothing more: no Java stack trace
+    assert not drop["ok"] and refusal_in(drop["error"]) == drop["error"], drop
+    assert answers["legit"] == {"call": "legit", "ok": True, "rows": sorted([s, str(ok)] for s, ok in DQ_ROWS)}
+
+
+def _audit(lake) -> list[tuple[str, dict]]:
+    """The audit log's lines as (event, fields)."""
+    out = []
+    for line in sqlserver.audit_log(lake).read_text().splitlines():
+        parts = line.split(" ", 2)
+        fields = re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', parts[2] if len(parts) > 2 else "")
+        out.append((parts[1], {k: v.replace('\\"', '"').replace("\\\\", "\\") for k, v in fields}))
+    return out
+
+
+def test_the_audit_log_names_each_connect_statement_its_user_session_and_outcome(hostile_calls, connect_corpus):
+    lines = _audit(connect_corpus["dep"].lake)
+    mine = [f for event, f in lines if event == "connect-query" and f.get("user") == hostile_calls["user"]]
+    assert mine and {f["session"] for f in mine} == {hostile_calls["session"]}
+    outcome = {f["id"]: event for event, f in lines if event in ("finished", "refused", "failed") and f.get("id")}
+
+    def ended(fragment: str) -> set[str]:
+        """How the user's statements whose plan holds `fragment` ended."""
+        queries = [f for f in mine if fragment in f["plan"]]
+        assert queries, fragment
+        return {outcome[f["id"]] for f in queries}
+
+    assert ended("scalar_scala_udf") == ended("cache_table") == {"refused"}
+    assert ended("DROP TABLE perf.dq_results") == {"refused"}  # by the gate, after the guard
+    assert ended(LEGIT) == {"finished"}
+    refused_calls = {f.get("rpc") for event, f in lines if event == "connect-refused"}
+    assert {"AddArtifacts", "ArtifactStatus", "AnalyzePlan"} <= refused_calls
 
 
 def test_the_token_is_private_and_on_no_command_line_log_or_session_setting(connect_corpus):

@@ -388,3 +388,16 @@ def test_postgresql_restarted_during_a_mine_the_mine_or_its_retry_publishes(depl
         dep.perflake("mine", "--date", PG_RESTART, timeout=1500)
     assert dep.published_rows(PG_RESTART) == dep.landed_rows(PG_RESTART), out[-3000:]
     _published_unchanged(dep, kept)
+
+
+# --- the command line (no deployment) --------------------------------------------------
+
+def test_services_up_takes_no_airflow_as_its_own_option_and_airflow_passes_the_rest_on():
+    from pipelines.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["services", "up", "--no-airflow"]).no_airflow
+    assert not parse(["services", "up"]).no_airflow
+    assert parse(["services", "airflow", "dags", "list", "-o", "json"]).rest == ["dags", "list", "-o", "json"]
+    with pytest.raises(SystemExit):
+        parse(["services", "down", "--no-airflow"])  # an option of `up` only

@@ -1,5 +1,6 @@
-"""`perflake services up|down|status`: the lake's shared services (pipelines/deploy,
-docs/deploy.md); `make up`, `make down` and `make status` run these."""
+"""`perflake services up [--no-airflow] | down | status | airflow ARGS...`: the lake's shared
+services (pipelines/deploy, docs/deploy.md); `make up [NO_AIRFLOW=1]`, `make down` and
+`make status` run these."""
 from __future__ import annotations
 
 import argparse
@@ -9,11 +10,17 @@ from pipelines.config.lake import Lake
 
 def register(sub) -> None:
     p = sub.add_parser("services", help="start, stop or show the shared services (PostgreSQL, Spark SQL, Airflow)")
-    p.add_argument("action", choices=("up", "down", "status", "airflow"),
-                   help="airflow: run an `airflow` command against the services (e.g. airflow dags unpause nightly_sweep)")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    p.add_argument("--no-airflow", action="store_true", help="up: leave Airflow out (metastore and SQL service only)")
-    p.set_defaults(func=_cmd_services)
+    # One sub-command per action, so that each takes its own options: `up --no-airflow`
+    # is up's option, and only `airflow` passes the rest of the line on.
+    actions = p.add_subparsers(dest="action", required=True, metavar="{up,down,status,airflow}")
+    up = actions.add_parser("up", help="create what is missing and start what is stopped")
+    up.add_argument("--no-airflow", action="store_true", help="leave Airflow out (metastore and SQL service only)")
+    actions.add_parser("down", help="stop what `up` started")
+    actions.add_parser("status", help="each service's state, pid, address and log; exit 1 if one is unhealthy")
+    airflow = actions.add_parser("airflow", help="run an `airflow` command against the services "
+                                                 "(e.g. airflow dags unpause nightly_sweep)")
+    airflow.add_argument("rest", nargs=argparse.REMAINDER, help="the airflow command and its arguments")
+    p.set_defaults(func=_cmd_services, no_airflow=False)
 
 
 def _cmd_services(args) -> int:
@@ -24,8 +31,6 @@ def _cmd_services(args) -> int:
         from pipelines.deploy.airflow_cli import main
 
         return main(args.rest)
-    if args.rest:
-        raise ValueError(f"unexpected arguments {' '.join(args.rest)!r} after `services {args.action}`")
     if args.action == "up":
         states = services.up(lake, with_airflow=not args.no_airflow)
     elif args.action == "down":

@@ -21,8 +21,8 @@ Embedded, the Derby metastore admits ONE process at a time: while the server run
 other process can open a Spark session on the same lake, and the server cannot start
 while one is open; query through the server meanwhile, or use `--engine duckdb`. In
 services mode (`make up`, docs/deploy.md) the metastore is the shared PostgreSQL one: the
-server (also answering Spark Connect, to clients that present the lake's Connect token)
-connects with a read-only role, runs as an OS user that cannot write the lake, and mines
+server (also answering Spark Connect, to clients that present the lake's Connect token,
+behind the Connect guard `perflake.gate.ConnectGuard`) connects with a read-only role, runs as an OS user that cannot write the lake, and mines
 run beside it.
 """
 from __future__ import annotations
@@ -155,6 +155,12 @@ def server_conf(lake: Lake, *, query_timeout_s: int = QUERY_TIMEOUT_S, max_rows:
             "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
             "spark.connect.grpc.binding.address": HOST,
             "spark.connect.grpc.binding.port": str(services.connect_port),
+            # ...and behind the guard, which refuses what the gate never sees as a plan
+            # (artifacts, Scala UDF payloads, cache calls) before Spark's planner reads it.
+            "spark.connect.grpc.interceptor.classes": gate.CONNECT_GUARD,
+            # A refusal or a failed statement reaches a Connect client as its message,
+            # without the service's Java stack trace (pyspark shows it when this is on).
+            "spark.sql.connect.serverStacktrace.enabled": "false",
             # Readers see writers: a held-open session re-reads a table's location and
             # partition files from the metastore at most this many seconds after a mine
             # publishes (a snapshot publish moves the location; the old snapshot stays

@@ -114,8 +114,7 @@ class ServicesLake:
                                           PERFLAKE_AIRFLOW_PORT=str(consecutive_free_ports(3))), with_airflow)
 
     def __enter__(self) -> "ServicesLake":
-        # The option before the action: after it, it would be taken for `services airflow`'s arguments.
-        up = ("services", "up") if self.with_airflow else ("services", "--no-airflow", "up")
+        up = ("services", "up") if self.with_airflow else ("services", "up", "--no-airflow")
         try:
             first = self.perflake(*up, timeout=900, check=False)
             if first.returncode != 0:

@@ -6,6 +6,10 @@ sources in `src/` with javac against pyspark's own jars (nothing is downloaded).
 - `perflake.gate.PasswordFile`: HiveServer2 CUSTOM authentication against a file of
   salted PBKDF2 hashes.
 - `perflake.gate.AuditListener` (spark.extraListeners): the audit log of the JDBC server.
+- `perflake.gate.ConnectGuard` (spark.connect.grpc.interceptor.classes): Spark Connect's
+  gRPC interceptor in services mode; refuses artifacts, user code, cache calls and reads
+  by path in the parsed request before Spark's planner builds a plan, and writes every
+  ExecutePlan to the same audit log.
 - `perflake.gate.SqlClient`: a minimal JDBC client (tests, scripts).
 
 `make setup` builds the jar (`python -m pipelines.query.gate`); `gate_jar()` builds it
@@ -27,6 +31,7 @@ JAR = HERE / "build" / "perflake-gate.jar"
 EXTENSION = "perflake.gate.Extension"
 AUTHENTICATOR = "perflake.gate.PasswordFile"
 AUDIT_LISTENER = "perflake.gate.AuditListener"
+CONNECT_GUARD = "perflake.gate.ConnectGuard"
 CLIENT = "perflake.gate.SqlClient"
 
 

@@ -220,7 +220,9 @@ public final class Gate {
         }
     }
 
-    private static void judgeFunctionName(List<String> parts) {
+    /** Refuse a function called by name (its name parts as written) that reaches the JVM,
+     * the file system, XML or user code; the Connect guard judges Connect's names with it. */
+    static void judgeFunctionName(List<String> parts) {
         if (parts.isEmpty()) {
             return;
         }
