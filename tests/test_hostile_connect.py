@@ -11,7 +11,10 @@ A client with the token then tries what reaches the service without becoming a p
 gate judges (artifacts, a Scala UDF's payload, the cache, a Python UDF, a read by path):
 the guard (perflake.gate.ConnectGuard) refuses each with one sentence, nothing lands on
 the service's disk, a legitimate query is still answered, and the audit log names each
-Connect statement with its self-declared user, its session and its outcome.
+Connect statement with its self-declared user, its session and its outcome. The service's
+bounds hold over Connect too: a short statement timeout (set for this deployment) stops a
+heavy query with one sentence while a light one on another session is answered, and the
+result-row cap cuts a long result.
 
 A canary file outside the lake, readable by the service's OS user, holds a secret that
 must never appear in an answer. Loopback only; every wait is bounded."""
@@ -25,6 +28,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -38,7 +43,8 @@ from launchers.services_lake import REPO, ServicesLake, require_packages
 from launchers.sql_clients import ConnectSession
 from test_hostile_sql import CORPUS, DQ_ROWS, _fill, _ids, _snapshot, _subprocess
 
-MAX_ROWS = 100
+MAX_ROWS = 100            # the service's row cap here, and the corpus client's own limit
+QUERY_TIMEOUT_S = 12      # the service's statement timeout here (JDBC's and Connect's)
 LEGIT = "SELECT suite, success FROM perf.dq_results ORDER BY suite"
 
 
@@ -61,7 +67,8 @@ def connect_corpus():
         for name in ("secret.txt", "geheim-ü.txt"):
             (outside / name).write_text(secret + "\n")
             os.chmod(outside / name, 0o644)
-        with ServicesLake.create(prefix="perflake-hostile-connect-", with_airflow=False) as dep:
+        limits = {"PERFLAKE_SQL_QUERY_TIMEOUT_S": str(QUERY_TIMEOUT_S), "PERFLAKE_SQL_MAX_ROWS": str(MAX_ROWS)}
+        with ServicesLake.create(prefix="perflake-hostile-connect-", with_airflow=False, settings=limits) as dep:
             lake = dep.lake
             paths = {"canary": str(outside / "secret.txt"), "canary_unicode": str(outside / "geheim-ü.txt"),
                      "outside": str(outside), "marker": str(outside / "pwned"), "warehouse": str(lake.warehouse)}
@@ -313,3 +320,45 @@ def test_the_token_is_private_and_on_no_command_line_log_or_session_setting(conn
         env=dep.env, capture_output=True, text=True, timeout=180, cwd=REPO)
     assert settings.returncode == 0 and "spark.app.name" in settings.stdout, settings.stderr[-1500:]
     assert token not in settings.stdout
+
+
+# --- bounded statements over Connect ---------------------------------------------------
+
+def test_a_heavy_connect_query_is_stopped_at_the_timeout_while_a_light_one_is_answered(connect_corpus):
+    """The watchdog (perflake.gate.ConnectTimeout) interrupts the heavy operation at the
+    service's statement timeout; the light one, on another session, shares the cores
+    meanwhile (Connect's FAIR pool) and is answered first."""
+    dep = connect_corpus["dep"]
+    heavy = "SELECT count(*) FROM range(0, 100000000000, 1, 20000) a WHERE a.id % 7 = 3"
+    result: dict = {}
+    with dep.connect() as heavy_session, dep.connect() as light_session:
+        for session in (heavy_session, light_session):  # both sessions open before the clock starts
+            assert session.query("SELECT 1")["ok"]
+
+        def run_heavy():
+            result["answer"] = heavy_session.query(heavy)
+            result["done"] = time.monotonic()
+
+        thread = threading.Thread(target=run_heavy)
+        thread.start()
+        time.sleep(3)
+        light = light_session.query("SELECT count(*) FROM perf.dq_results")
+        light_done = time.monotonic()
+        thread.join(timeout=QUERY_TIMEOUT_S + 60)
+        assert not thread.is_alive()
+        after = light_session.query("SELECT 1")
+    assert light["ok"] and light["rows"] == [[str(len(DQ_ROWS))]], light
+    answer = result["answer"]
+    assert not answer["ok"] and QUERY_TIMEOUT_S <= answer["s"] < QUERY_TIMEOUT_S + 15, answer
+    sentence = answer["error"].split(": ", 1)[1]
+    assert sentence.startswith(f"perflake stopped this statement: it timed out after {QUERY_TIMEOUT_S} s"), answer
+    assert "narrow it" in sentence and "\n" not in sentence and "Exception" not in sentence, answer
+    assert light_done < result["done"] and after["ok"]
+    timed_out = [f for event, f in _audit(dep.lake) if event == "timed-out"]
+    assert timed_out and timed_out[-1]["reason"] == sentence
+
+
+def test_results_over_connect_are_capped_at_the_services_max_rows(connect_corpus):
+    with connect_corpus["dep"].connect(max_rows=10 ** 6) as session:
+        answer = session.query("SELECT id FROM range(100000)")
+    assert answer["ok"] and len(answer["rows"]) == MAX_ROWS, {**answer, "rows": len(answer.get("rows", []))}

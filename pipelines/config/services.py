@@ -14,7 +14,10 @@ Two modes, one code base (docs/deploy.md):
 then on the lake is in services mode. `PERFLAKE_SERVICES=off` forces embedded mode for
 one command (`on` insists on services and fails if `make up` never ran). The ports can be
 chosen before the first `make up` with PERFLAKE_PG_PORT, PERFLAKE_SQL_PORT,
-PERFLAKE_CONNECT_PORT and PERFLAKE_AIRFLOW_PORT.
+PERFLAKE_CONNECT_PORT and PERFLAKE_AIRFLOW_PORT; so can the Spark SQL service's bounds on
+every statement, JDBC's and Spark Connect's alike, with PERFLAKE_SQL_QUERY_TIMEOUT_S and
+PERFLAKE_SQL_MAX_ROWS (else the server's defaults; services.json keeps them, and the
+service reads them whenever it starts).
 
 Passwords live in `<lake>/services/secrets/` (one file per role, mode 0600), never in
 services.json, on a command line or in a log; so does Spark Connect's token
@@ -67,6 +70,15 @@ class Services:
     # The OS users the processes run as when `make up` runs as root ("" = the caller).
     pg_user: str = ""
     sql_user: str = ""
+    # The Spark SQL service's statement timeout and result-row cap (None: the server's
+    # defaults, pipelines.query.server.QUERY_TIMEOUT_S and MAX_ROWS).
+    query_timeout_s: int | None = None
+    max_rows: int | None = None
+
+    def limits(self) -> dict[str, int]:
+        """The bounds this lake sets for the Spark SQL service (server.start's keywords)."""
+        return {k: v for k, v in (("query_timeout_s", self.query_timeout_s), ("max_rows", self.max_rows))
+                if v is not None}
 
     @property
     def file(self) -> Path:
@@ -153,13 +165,15 @@ def planned(lake: Lake) -> Services:
         return found
     ports = {"pg_port": "PERFLAKE_PG_PORT", "sql_port": "PERFLAKE_SQL_PORT",
              "connect_port": "PERFLAKE_CONNECT_PORT", "airflow_port": "PERFLAKE_AIRFLOW_PORT"}
+    limits = {"query_timeout_s": "PERFLAKE_SQL_QUERY_TIMEOUT_S", "max_rows": "PERFLAKE_SQL_MAX_ROWS"}
     chosen = {}
-    for key, var in ports.items():
+    for key, var in {**ports, **limits}.items():
         if os.environ.get(var):
             try:
                 chosen[key] = int(os.environ[var])
             except ValueError:
-                raise ValueError(f"{var}={os.environ[var]!r} is not a port number") from None
+                what = "a port number" if key in ports else "a whole number"
+                raise ValueError(f"{var}={os.environ[var]!r} is not {what}") from None
     return Services(root, **chosen)
 
 

@@ -61,7 +61,7 @@ def up(lake: Lake, *, echo=print, with_airflow: bool = True) -> list[State]:
         adopt_tables(lake, echo)  # an earlier `up` stopped before registering the lake
     if not sqlserver.status(lake).running:
         try:
-            st = sqlserver.start(lake, HOST, services.sql_port, run_as=services.sql_user)
+            st = sqlserver.start(lake, HOST, services.sql_port, run_as=services.sql_user, **services.limits())
         except (RuntimeError, ValueError) as e:
             raise ServiceError(f"the Spark SQL service did not start: {e}") from e
         echo(f"Spark SQL service: started (pid {st.pid}) as {services.sql_user or 'this user'}")
@@ -138,6 +138,7 @@ def _choose(lake: Lake) -> Services:
     if not services.file.exists():
         services = Services(services.root, pg_port=services.pg_port, sql_port=services.sql_port,
                             connect_port=services.connect_port, airflow_port=services.airflow_port,
+                            query_timeout_s=services.query_timeout_s, max_rows=services.max_rows,
                             pg_user=accounts.service_user(("postgres",), "perflake-pg"),
                             sql_user=accounts.service_user((), "perflake-sql"))
         services.root.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,10 @@ properties file (never from the command line, which `ps` shows to everyone).
 The server is read-only for its users and bounded (docs/security.md):
 - the gate (`pipelines/query/gate`, a Spark session extension inside the server's JVM)
   refuses every statement that is not a read-only query over the tables of `perf`;
-- every statement has a timeout (`query_timeout_s`) and at most `max_rows` result rows,
-  and runs in the FAIR scheduler pool `adhoc`;
+- every statement has a timeout (`query_timeout_s`; over Spark Connect the gate's
+  watchdog, perflake.gate.ConnectTimeout, enforces the same setting) and at most `max_rows`
+  result rows, and runs in a FAIR scheduler pool (`adhoc` over JDBC, `default`, declared
+  FAIR, over Spark Connect);
 - with users in the password file (`perflake sql-server add-user NAME`) it requires a
   user name and password (HiveServer2 CUSTOM authentication); without, it accepts anyone
   and so listens on loopback only. The audit log names the user of every statement.
@@ -195,10 +197,14 @@ def server_command(lake: Lake, host: str, port: int, *, auth: bool = False) -> l
 
 def _write_pools(lake: Lake) -> None:
     pools_file(lake).write_text(f"""<?xml version="1.0"?>
-<!-- perflake sql-server: ad-hoc statements run in pool {POOL}; a job sharing this Spark
-     application (pool "pipeline") gets twice the share and at least one core. -->
+<!-- perflake sql-server: ad-hoc statements run in pool {POOL}; Spark Connect's operations,
+     which name no pool, in pool "default", with the same weight and as FAIR inside (Spark's
+     own default pool is FIFO: one heavy operation would hold every core until it ends); a
+     job sharing this Spark application (pool "pipeline") gets twice the share and at least
+     one core. -->
 <allocations>
   <pool name="{POOL}"><schedulingMode>FAIR</schedulingMode><weight>1</weight><minShare>0</minShare></pool>
+  <pool name="default"><schedulingMode>FAIR</schedulingMode><weight>1</weight><minShare>0</minShare></pool>
   <pool name="pipeline"><schedulingMode>FAIR</schedulingMode><weight>2</weight><minShare>1</minShare></pool>
 </allocations>
 """)

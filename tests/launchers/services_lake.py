@@ -103,7 +103,9 @@ class ServicesLake:
 
     @classmethod
     def create(cls, pools_yaml: str = POOLS_YAML, prefix: str = "perflake-services-", *,
-               with_airflow: bool = True) -> "ServicesLake":
+               with_airflow: bool = True, settings: dict[str, str] | None = None) -> "ServicesLake":
+        """A fresh lake; `settings` are PERFLAKE_* variables `up` reads (the SQL service's
+        PERFLAKE_SQL_QUERY_TIMEOUT_S, PERFLAKE_SQL_MAX_ROWS)."""
         root = new_lake(pools_yaml, prefix)
         # Only the runs one triggers execute: no scheduled run of a DAG once it is unpaused.
         cfg = root / "services" / "airflow" / "airflow.cfg"
@@ -111,7 +113,8 @@ class ServicesLake:
         cfg.write_text("[scheduler]\nuse_job_schedule = False\n")
         return cls(Lake(root), client_env(root, PERFLAKE_PG_PORT=str(free_port()), PERFLAKE_SQL_PORT=str(free_port()),
                                           PERFLAKE_CONNECT_PORT=str(free_port()),
-                                          PERFLAKE_AIRFLOW_PORT=str(consecutive_free_ports(3))), with_airflow)
+                                          PERFLAKE_AIRFLOW_PORT=str(consecutive_free_ports(3)), **(settings or {})),
+                   with_airflow)
 
     def __enter__(self) -> "ServicesLake":
         up = ("services", "up") if self.with_airflow else ("services", "up", "--no-airflow")

@@ -9,7 +9,9 @@ sources in `src/` with javac against pyspark's own jars (nothing is downloaded).
 - `perflake.gate.ConnectGuard` (spark.connect.grpc.interceptor.classes): Spark Connect's
   gRPC interceptor in services mode; refuses artifacts, user code, cache calls and reads
   by path in the parsed request before Spark's planner builds a plan, and writes every
-  ExecutePlan to the same audit log.
+  ExecutePlan to the same audit log. It starts `perflake.gate.ConnectTimeout`, which
+  interrupts a Connect operation that outlives the JDBC endpoint's statement timeout
+  (spark.sql.thriftServer.queryTimeout).
 - `perflake.gate.SqlClient`: a minimal JDBC client (tests, scripts).
 
 `make setup` builds the jar (`python -m pipelines.query.gate`); `gate_jar()` builds it

@@ -3,8 +3,10 @@ package perflake.gate;
 import java.util.Arrays;
 import java.util.HashSet;
 import java.util.Set;
+import java.util.UUID;
 
 import org.apache.spark.connect.proto.ExecutePlanRequest;
+import org.apache.spark.connect.proto.ReattachExecuteRequest;
 import org.sparkproject.connect.grpc.ForwardingServerCall;
 import org.sparkproject.connect.grpc.ForwardingServerCallListener;
 import org.sparkproject.connect.grpc.Metadata;
@@ -27,13 +29,18 @@ import org.sparkproject.connect.protobuf.Message;
  *   status and as a google.rpc.Status, which clients show as the message.
  * - Every ExecutePlan is written to the audit log (the JDBC server's): the client's
  *   self-declared user, its session, the operation, the plan, and how it ended.
+ * - An operation that outlives the statement timeout is stopped (ConnectTimeout); its
+ *   call (ExecutePlan, or the ReattachExecute that continues it) ends with
+ *   DEADLINE_EXCEEDED and ConnectTimeout's one sentence instead of Spark's own message.
  *
  * What passes still meets the gate: the planner's plans are analyzed behind its rules. */
 public final class ConnectGuard implements ServerInterceptor {
     private static final Set<String> ARTIFACT_RPCS = new HashSet<>(Arrays.asList("AddArtifacts", "ArtifactStatus"));
     private static final int AUDITED_PLAN_CHARS = 2000;
 
-    public ConnectGuard() {}
+    public ConnectGuard() {
+        ConnectTimeout.start();
+    }
 
     @Override
     public <Q, R> ServerCall.Listener<Q> interceptCall(ServerCall<Q, R> call, Metadata headers,
@@ -49,8 +56,8 @@ public final class ConnectGuard implements ServerInterceptor {
             deny(call, sentence);
             return new ServerCall.Listener<Q>() {};
         }
-        if (rpc.equals("ExecutePlan")) {
-            Outcome<Q, R> outcome = new Outcome<>(call);
+        if (rpc.equals("ExecutePlan") || rpc.equals("ReattachExecute")) {
+            Outcome<Q, R> outcome = new Outcome<>(call, rpc.equals("ExecutePlan"));
             return new Judged<>(next.startCall(outcome, headers), call, rpc, outcome);
         }
         return new Judged<>(next.startCall(call, headers), call, rpc, null);
@@ -70,10 +77,14 @@ public final class ConnectGuard implements ServerInterceptor {
     /** End the call with PERMISSION_DENIED and `sentence`, also as a google.rpc.Status in
      * the trailers: pyspark then shows the sentence itself, not gRPC's debug text. */
     static void deny(ServerCall<?, ?> call, String sentence) {
-        org.sparkproject.connect.google_protos.rpc.Status status = org.sparkproject.connect.google_protos.rpc.Status
-            .newBuilder().setCode(Status.Code.PERMISSION_DENIED.value()).setMessage(sentence).build();
-        StatusRuntimeException e = StatusProto.toStatusRuntimeException(status);
+        StatusRuntimeException e = answer(Status.Code.PERMISSION_DENIED, sentence);
         call.close(e.getStatus(), e.getTrailers() == null ? new Metadata() : e.getTrailers());
+    }
+
+    /** A status with `code` and `sentence`, also as a google.rpc.Status (what pyspark shows). */
+    private static StatusRuntimeException answer(Status.Code code, String sentence) {
+        return StatusProto.toStatusRuntimeException(org.sparkproject.connect.google_protos.rpc.Status.newBuilder()
+            .setCode(code.value()).setMessage(sentence).build());
     }
 
     /** Judges each request message before the handler sees it; after a refusal, the handler
@@ -106,8 +117,18 @@ public final class ConnectGuard implements ServerInterceptor {
                     refusal = Refusal.PREFIX + "a request the Connect guard cannot read (" + e.getClass().getSimpleName()
                               + ") cannot be judged, and " + Gate.SCOPE + ".";
                 }
+                if (outcome != null && request instanceof ReattachExecuteRequest) {
+                    outcome.id = ((ReattachExecuteRequest) request).getOperationId();
+                }
                 if (outcome != null && request instanceof ExecutePlanRequest) {
                     ExecutePlanRequest execute = (ExecutePlanRequest) request;
+                    if (execute.getOperationId().isEmpty()) {
+                        // Spark would name it; naming it here lets the timeout's sentence find its call.
+                        execute = execute.toBuilder().setOperationId(UUID.randomUUID().toString()).build();
+                        @SuppressWarnings("unchecked")
+                        Q named = (Q) execute;
+                        message = named;
+                    }
                     outcome.user = who[0];
                     outcome.id = execute.getOperationId();
                     Audit.write("connect-query", "user", who[0], "session", who[1], "id", outcome.id, "plan",
@@ -115,8 +136,9 @@ public final class ConnectGuard implements ServerInterceptor {
                 }
                 if (refusal != null) {
                     refused = true;
-                    Audit.write(outcome != null ? "refused" : "connect-refused", "rpc", rpc, "user", who[0],
-                                "session", who[1], "id", outcome != null ? outcome.id : "", "reason", refusal);
+                    boolean statement = outcome != null && outcome.audited;
+                    Audit.write(statement ? "refused" : "connect-refused", "rpc", rpc, "user", who[0], "session",
+                                who[1], "id", statement ? outcome.id : "", "reason", refusal);
                     deny(call, refusal);
                     return;
                 }
@@ -133,18 +155,31 @@ public final class ConnectGuard implements ServerInterceptor {
     }
 
     /** An ExecutePlan call whose end (finished, refused by the gate, failed, cancelled) goes
-     * to the audit log; `finished` means the call ended without error (a result longer
-     * than one stream continues over ReattachExecute). */
+     * to the audit log (`audited`); `finished` means the call ended without error (a result
+     * longer than one stream continues over ReattachExecute, which is not audited). Either
+     * call of an operation the timeout stopped ends with the timeout's sentence (the
+     * watchdog wrote its `timed-out` line). */
     private static final class Outcome<Q, R> extends ForwardingServerCall.SimpleForwardingServerCall<Q, R> {
+        final boolean audited;
         volatile String user = "";
         volatile String id = "";
 
-        Outcome(ServerCall<Q, R> call) {
+        Outcome(ServerCall<Q, R> call, boolean audited) {
             super(call);
+            this.audited = audited;
         }
 
         @Override
         public void close(Status status, Metadata trailers) {
+            if (!status.isOk() && ConnectTimeout.stopped(id)) {
+                StatusRuntimeException e = answer(Status.Code.DEADLINE_EXCEEDED, ConnectTimeout.sentence());
+                super.close(e.getStatus(), e.getTrailers() == null ? new Metadata() : e.getTrailers());
+                return;
+            }
+            if (!audited) {
+                super.close(status, trailers);
+                return;
+            }
             if (status.isOk()) {
                 Audit.write("finished", "user", user, "id", id);
             } else {
