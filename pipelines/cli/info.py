@@ -44,7 +44,19 @@ def lake_info(lake: Lake) -> dict:
     reports = sorted(lake.reports.glob("nightly-*.html")) if lake.reports.is_dir() else []
     info["newest_report"] = str(reports[-1]) if reports else None
     info["sql_server"] = _sql_server(lake)
+    info["services"] = _services(lake)
     return info
+
+
+def _services(lake: Lake) -> dict[str, str] | None:
+    """Each shared service's state (`make status` has pids, addresses and logs), or None
+    when the lake is not in services mode."""
+    from pipelines.config.services import configured
+    from pipelines.deploy import services
+
+    if configured(lake) is None:
+        return None
+    return {s.name: s.state for s in services.status(lake)}
 
 
 def _sql_server(lake: Lake) -> str:
@@ -103,5 +115,10 @@ def _cmd_info(args) -> int:
                                       if v["files"]))
     if info["newest_report"]:
         print(f"report:  {info['newest_report']}")
-    print(f"sql:     {info['sql_server']}")
+    if info["services"] is None:
+        print(f"sql:     {info['sql_server']}")
+        print("services: not set up on this lake (make up: PostgreSQL, the SQL service, Airflow; docs/deploy.md)")
+    else:
+        print("services: " + ", ".join(f"{name} {state}" for name, state in info["services"].items())
+              + "  (make status)")
     return 0

@@ -99,7 +99,7 @@ def status(lake: Lake) -> list[State]:
     states = [State("postgresql", _pg_health(services) if pg_running else "stopped", postgres.pid(services),
                     f"{HOST}:{services.pg_port}", postgres.log_file(services))]
     sql = sqlserver.status(lake)
-    listen = f"jdbc:hive2://{HOST}:{services.sql_port}  sc://{HOST}:{services.connect_port}"
+    listen = f"jdbc:hive2://{HOST}:{services.sql_port}  {services.connect_url}"
     states.append(State("spark-sql-service", _sql_health(sql, services), sql.pid, listen, sql.log))
     health = airflow.healthy(lake, services)
     for component in airflow.COMPONENTS:
