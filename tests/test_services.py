@@ -42,6 +42,10 @@ from launchers.sql_clients import JdbcSession
 # Dates in the past (Airflow runs no logical date in the future), each test its own.
 SEED, NIGHT, BACKFILL = "2026-08-01", "2026-08-02", "2026-08-03"
 READERS, KILL_SERVICE, KILL_DRIVER, PG_RESTART = "2026-08-04", "2026-08-05", "2026-08-06", "2026-08-07"
+HEAVY = "2026-08-08"
+# The SQL service's statement timeout on this deployment (the default, 300 s, would make
+# the heavy-query test wait five minutes); every other query here takes seconds.
+QUERY_TIMEOUT_S = 40
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +53,7 @@ def deployment():
     """The services up on a fresh lake with one night (SEED) swept on one pool and mined
     through their Airflow; down and deleted at the end."""
     require_packages()
-    with ServicesLake.create() as dep:
+    with ServicesLake.create(settings={"PERFLAKE_SQL_QUERY_TIMEOUT_S": str(QUERY_TIMEOUT_S)}) as dep:
         dep.unpause("nightly_sweep")
         dep.trigger("nightly_sweep", "seed", {"pools": ["sim-h100"], "suites": ["gemm-demo"], "stopping": FAST},
                     f"{SEED}T02:00:00+00:00")
@@ -297,6 +301,47 @@ def test_no_secret_is_on_a_command_line_or_in_a_log(deployment):
     assert any(p.name == "sql-server.log" for p in logs) and any(p.name == "postgres.log" for p in logs)
     leaked = [str(p) for p in logs if any(s in p.read_text(errors="replace") for s in secrets)]
     assert leaked == []
+
+
+# --- a heavy query beside a mine (end-to-end tier) ------------------------------------------
+
+@pytest.mark.slow
+def test_a_heavy_query_is_stopped_at_the_timeout_while_a_mine_publishes_and_a_light_query_is_answered(deployment):
+    """One user's heavy statement cannot starve the night: it is cancelled at the service's
+    statement timeout, a light statement is answered meanwhile, and a mine running at the
+    same time (its own Spark driver) publishes."""
+    from pipelines.query.server import query_via_jdbc
+
+    dep = deployment
+    heavy = "SELECT count(*) FROM range(0, 100000000000, 1, 20000) a WHERE a.id % 7 = 3"
+    result: dict = {}
+
+    def run_heavy():
+        t0 = time.monotonic()
+        result["answer"] = query_via_jdbc([heavy], HOST, dep.services.sql_port, timeout_s=QUERY_TIMEOUT_S + 240)[0]
+        result["seconds"] = time.monotonic() - t0
+
+    dep.land(HEAVY)
+    mine = dep.mine(HEAVY)
+    thread = threading.Thread(target=run_heavy, daemon=True)
+    try:
+        _driver_started(mine)
+        thread.start()
+        time.sleep(5)
+        t0 = time.monotonic()
+        light = dep.jdbc("SELECT count(*) FROM perf.case_stats")[0]
+        light_s = time.monotonic() - t0
+        out, _ = mine.communicate(timeout=1500)
+        thread.join(QUERY_TIMEOUT_S + 240)
+    finally:
+        if mine.poll() is None:
+            os.killpg(mine.pid, signal.SIGKILL)
+    assert mine.returncode == 0, out[-4000:]
+    assert dep.published_rows(HEAVY) == dep.landed_rows(HEAVY)
+    assert light["ok"], light["error"][:1000]
+    assert not thread.is_alive() and not result["answer"]["ok"], result
+    assert "timed out" in result["answer"]["error"].lower(), result["answer"]["error"][:1000]
+    assert light_s < result["seconds"] < QUERY_TIMEOUT_S + 90, (light_s, result["seconds"])
 
 
 # --- faults (slow tier) ------------------------------------------------------------------
