@@ -41,7 +41,7 @@ from pipelines.query.sql import REFUSAL_PREFIX, refusal_in
 
 from launchers.services_lake import REPO, ServicesLake, require_packages
 from launchers.sql_clients import ConnectSession
-from test_hostile_sql import CORPUS, DQ_ROWS, _fill, _ids, _snapshot, _subprocess
+from test_hostile_sql import CORPUS, DQ_ROWS, _fill, _ids, _snapshot, _subprocess, assert_refused_by_spark
 
 MAX_ROWS = 100            # the service's row cap here, and the corpus client's own limit
 QUERY_TIMEOUT_S = 12      # the service's statement timeout here (JDBC's and Connect's)
@@ -87,15 +87,7 @@ def connect_corpus():
 
 @pytest.mark.parametrize("i", range(len(CORPUS)), ids=_ids())
 def test_connect_refuses_each_hostile_statement_with_one_sentence(connect_corpus, i):
-    answer = connect_corpus["connect"][i]
-    if answer["ok"] and "inert:spark" in CORPUS[i][1]:
-        assert connect_corpus["secret"] not in json.dumps(answer)
-        return
-    assert not answer["ok"], (connect_corpus["statements"][i], answer)
-    if "native" not in CORPUS[i][1]:  # the gate's own sentence, naming what and why
-        sentence = refusal_in(answer["error"])
-        assert sentence and sentence.startswith(REFUSAL_PREFIX) and "\n" not in sentence, answer["error"][:500]
-    assert connect_corpus["secret"] not in answer["error"]
+    assert_refused_by_spark(connect_corpus["connect"][i], i, connect_corpus["statements"][i], connect_corpus["secret"])
 
 
 def test_after_the_corpus_over_connect_the_service_answers_and_the_lake_is_unchanged(connect_corpus):

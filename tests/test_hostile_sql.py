@@ -254,17 +254,23 @@ def _ids():
     return [f"{i:02d}-" + "".join(c if c.isalnum() else "_" for c in sql[:40]) for i, (sql, _) in enumerate(CORPUS)]
 
 
-@pytest.mark.parametrize("i", range(len(CORPUS)), ids=_ids())
-def test_jdbc_refuses_each_hostile_statement_with_one_sentence(hostile, i):
-    answer = hostile["jdbc"][i]
+def assert_refused_by_spark(answer: dict, i: int, statement: str, secret: str) -> None:
+    """Corpus statement `i` over a Spark endpoint (JDBC, Connect): refused with the gate's
+    one sentence (or Spark's own refusal where flagged `native`), or answered harmlessly
+    where flagged `inert:spark`; the canary's secret in neither."""
     if answer["ok"] and "inert:spark" in CORPUS[i][1]:
-        assert hostile["secret"] not in json.dumps(answer)
+        assert secret not in json.dumps(answer)
         return
-    assert not answer["ok"], (hostile["statements"][i], answer)
+    assert not answer["ok"], (statement, answer)
     if "native" not in CORPUS[i][1]:  # the gate's own sentence, naming what and why
         sentence = refusal_in(answer["error"])
         assert sentence and sentence.startswith(REFUSAL_PREFIX) and "\n" not in sentence, answer["error"][:500]
-    assert hostile["secret"] not in answer["error"]
+    assert secret not in answer["error"]
+
+
+@pytest.mark.parametrize("i", range(len(CORPUS)), ids=_ids())
+def test_jdbc_refuses_each_hostile_statement_with_one_sentence(hostile, i):
+    assert_refused_by_spark(hostile["jdbc"][i], i, hostile["statements"][i], hostile["secret"])
 
 
 @pytest.mark.parametrize("i", range(len(CORPUS)), ids=_ids())
