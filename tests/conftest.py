@@ -8,8 +8,8 @@ Two tiers. `make test` runs the fast tier (minutes), which keeps at least one te
 each real component: Spark (test_sql, test_quality, test_mining_transforms), Great
 Expectations (test_quality), the Airflow scheduler and PostgreSQL (test_services: the
 services' Airflow runs a night), the Thrift/JDBC server (test_hostile_sql), Spark Connect
-on the shared services (test_hostile_connect), Chromium (test_report), killed processes
-(test_isolation).
+on the shared services (test_hostile_connect), Chromium (test_report, and the dashboard
+in test_web_browser), killed processes (test_isolation).
 `make test-full` runs the end-to-end tier: the modules in SLOW_MODULES (whole DAG runs,
 scenario histories, a Spark cluster) and single tests marked `slow`. CI runs both."""
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pipelines.config.lake import Lake
 SLOW_MODULES = {
     "test_backfill_hardware", "test_nightly_e2e", "test_sweep_retries_and_reruns", "test_multi_suite_run",
     "test_regressions", "test_triage", "test_notify", "test_projections", "test_mine_gates",
-    "test_publish_faults", "test_faults", "test_spark_cluster", "test_sqlserver", "test_web_browser",
+    "test_publish_faults", "test_faults", "test_spark_cluster", "test_sqlserver",
     "test_energy_accuracy", "test_airflow_real",
 }
 
