@@ -64,6 +64,20 @@ def give(path: Path, user: str, mode: int) -> None:
     os.chmod(path, mode)
 
 
+def write_private(path: Path, text: str, owner: str = "") -> None:
+    """Write `text` to `path` readable by its owner only (0600 from creation: the text is a
+    secret), atomically (a reader sees the old file or the new one), owned by `owner`
+    when given (see `give`)."""
+    tmp = Path(path).with_suffix(".partial")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    if owner:
+        give(tmp, owner, mode=0o600)
+    tmp.replace(path)
+
+
 def can_reach(path: Path, user: str) -> Path | None:
     """The first directory on the way to `path` that `user` may not enter (None: all can
     be), judged from the mode bits, owner and group."""

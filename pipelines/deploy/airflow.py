@@ -11,6 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from pipelines.config import accounts
 from pipelines.config import processes
 from pipelines.config.lake import Lake
 from pipelines.config.services import HOST, Services
@@ -43,13 +44,7 @@ def write_secrets(lake: Lake, services: Services) -> None:
         path = services.secrets / name
         wanted[name] = path.read_text().strip() if path.exists() else secrets.token_urlsafe(32)
     for name, value in wanted.items():
-        path = services.secrets / name
-        tmp = path.with_suffix(".partial")
-        tmp.unlink(missing_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(value)  # no newline: Airflow takes a `_CMD` output as it is
-        tmp.replace(path)
+        accounts.write_private(services.secrets / name, value)  # no newline: Airflow takes a `_CMD` output as it is
 
 
 def home(lake: Lake) -> Path:

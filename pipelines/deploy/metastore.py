@@ -10,13 +10,13 @@ Spark process then runs with autoCreateAll=false and schema verification on.
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 import zipfile
 from contextlib import closing
 from pathlib import Path
 
+from pipelines.config import accounts
 from pipelines.config.services import ADMIN_ROLE, JDBC_DRIVER_JAR, METASTORE_DB, READER_ROLE, WRITER_ROLE, Services
 from pipelines.config.services import ServiceError
 from pipelines.deploy.postgres import connect
@@ -57,15 +57,13 @@ def schema_ddl(services: Services) -> str:
         with zipfile.ZipFile(metastore_jar()) as jar:
             jar.extract("package.jdo", tmp)
         props = Path(tmp) / "datanucleus.properties"
-        fd = os.open(props, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            # The same identifier and id settings Hive's own metastore client uses.
-            f.write("datanucleus.ConnectionDriverName=org.postgresql.Driver\n"
-                    f"datanucleus.ConnectionURL={services.jdbc_url(METASTORE_DB)}\n"
-                    f"datanucleus.ConnectionUserName={ADMIN_ROLE}\n"
-                    f"datanucleus.ConnectionPassword={services.password(ADMIN_ROLE)}\n"
-                    "datanucleus.identifierFactory=datanucleus1\n"
-                    "datanucleus.rdbms.useLegacyNativeValueStrategy=true\n")
+        # The same identifier and id settings Hive's own metastore client uses.
+        accounts.write_private(props, "datanucleus.ConnectionDriverName=org.postgresql.Driver\n"
+                                      f"datanucleus.ConnectionURL={services.jdbc_url(METASTORE_DB)}\n"
+                                      f"datanucleus.ConnectionUserName={ADMIN_ROLE}\n"
+                                      f"datanucleus.ConnectionPassword={services.password(ADMIN_ROLE)}\n"
+                                      "datanucleus.identifierFactory=datanucleus1\n"
+                                      "datanucleus.rdbms.useLegacyNativeValueStrategy=true\n")
         ddl = Path(tmp) / "schema.sql"
         cmd = [str(java), "-cp", f"{spark_home() / 'jars'}/*:{JDBC_DRIVER_JAR}:{tmp}", SCHEMA_TOOL, "-create",
                "-api", "JDO", "-props", str(props), "-completeDdl", "-ddlFile", str(ddl), str(Path(tmp) / "package.jdo")]

@@ -43,9 +43,7 @@ def ensure_passwords(services: Services) -> None:
     for role in ROLES:
         path = services.password_file(role)
         if not path.exists():
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_urlsafe(24) + "\n")
+            accounts.write_private(path, secrets.token_urlsafe(24) + "\n")
 
 
 def initialise(services: Services) -> bool:

@@ -161,27 +161,15 @@ def _choose(lake: Lake) -> Services:
 
 
 def _write_writer_properties(services: Services) -> None:
-    path = services.spark_properties(WRITER_ROLE)
-    tmp = path.with_suffix(".partial")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(f"spark.hadoop.javax.jdo.option.ConnectionPassword={services.password(WRITER_ROLE)}\n")
-    tmp.replace(path)
+    accounts.write_private(services.spark_properties(WRITER_ROLE),
+                           f"spark.hadoop.javax.jdo.option.ConnectionPassword={services.password(WRITER_ROLE)}\n")
 
 
 def _ensure_connect_token(services: Services) -> None:
     """Spark Connect's token, created once (0600, owned by the caller like the passwords):
     the service gets it in its environment at start, perflake's clients read this file."""
-    path = services.connect_token_file
-    if path.exists():
-        return
-    tmp = path.with_suffix(".partial")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_urlsafe(32) + "\n")
-    tmp.replace(path)
+    if not services.connect_token_file.exists():
+        accounts.write_private(services.connect_token_file, secrets.token_urlsafe(32) + "\n")
 
 
 def _require_packages(echo) -> None:

@@ -213,15 +213,8 @@ def _write_pools(lake: Lake) -> None:
 def _write_properties(lake: Lake, conf: dict[str, str], run_as: str = "") -> None:
     """The server's configuration, readable by the server's user only (it holds the
     metastore password in services mode)."""
-    path = properties_file(lake)
-    tmp = path.with_suffix(".partial")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        for k, v in conf.items():
-            f.write(f"{k}={_property(v)}\n")
-    accounts.give(tmp, run_as, mode=0o600)
-    tmp.replace(path)
+    accounts.write_private(properties_file(lake), "".join(f"{k}={_property(v)}\n" for k, v in conf.items()),
+                           owner=run_as)
 
 
 def _property(value: str) -> str:
@@ -426,9 +419,7 @@ def query_via_jdbc(statements: list[str], host: str = DEFAULT_HOST, port: int = 
         secret = ""
         if password is not None:
             secret = str(Path(tmp) / "password")
-            fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(password)
+            accounts.write_private(Path(secret), password)
         cmd = [java, "-Xmx512m", "-cp", f"{spark_home() / 'jars'}/*:{gate.gate_jar()}", gate.CLIENT, url,
                user or os.environ.get("USER", "perflake"), secret, str(int(max_rows))]
         lines = "".join(base64.b64encode(s.encode()).decode() + "\n" for s in statements)
