@@ -447,7 +447,7 @@ PROJECTIONS = Table(
 WORKLOAD_PROJECTIONS = Table(
     name="workload_projections",
     grain="one row per workload x scenario x target GPU x device kind x software x as-of night",
-    version=1,
+    version=2,
     keys=("workload", "scenario", "target_sku", "device_kind", "software", "as_of_dt"),
     columns=(
         _c("workload", "string", "workload preset (pipelines/projection/presets)", False),
@@ -489,6 +489,14 @@ WORKLOAD_PROJECTIONS = Table(
         _c("model", "string", "model name and version, e.g. workload-sum-v1", False),
         _c("context", "string", "what the figures rest on: measurements, nights, calibration"),
         _c("projected_at", "timestamp", "UTC time the projection was made", False),
+        # Scored (pipelines/projection/workload_table.py): a projection made from none of its
+        # target's own measurements (as_of_dt '') is compared, once the lake measures the
+        # target, with the same workload priced from those measurements; it stays as made.
+        _c("scored_as_of_dt", "string", "newest night of the target's own measurements it was scored against"),
+        _c("scored_step_ns", "float64", "the step priced from the target's own measurements"),
+        _c("scored_measured_pct", "float64", "percent of that step priced from the target's measured medians"),
+        _c("error_pct", "float64", "(step_ns - scored_step_ns) / scored_step_ns x 100"),
+        _c("scored_at", "timestamp", "UTC time the scored columns were filled in"),
     ),
 )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -271,3 +272,49 @@ def test_every_preset_is_answered_on_every_catalog_gpu_with_its_sources(tmp_path
             assert s["measured_pct"] + s["interpolated_pct"] + s["roofline_pct"] == pytest.approx(100)
             assert set(calls["source"]) <= set(SOURCES) and (calls["how"].str.len() > 0).all()
             assert s["target_sku"] == sku and sku in s["context"] and s["simulated"]
+
+
+def test_a_workload_projected_before_its_gpu_was_measured_is_scored_once_it_is_and_stays_as_made(
+        tmp_path, capsys, monkeypatch):
+    """Projected onto the B200 while the lake had only the H100 (the roofline calibrated
+    on it), then scored on a lake that measured the B200: the scored step is the same
+    workload priced from the B200's own measurements, the error is against that, and the
+    projection's own figures are unchanged. A GPU still unmeasured is not scored."""
+    from pipelines.projection.lookup import load_lookup
+    from pipelines.projection.model import project_workload
+    from pipelines.projection.workload_table import score, workload_rows
+    from pipelines.warehouse.frames import Frames
+
+    b200, a100 = "B200-SXM-180GB", "A100-SXM4-80GB"
+    before = _write_lake(tmp_path / "before")
+    with Frames(before) as frames:
+        blind = [project_workload(W, S, load_lookup(frames, sku))[1] for sku in (b200, a100)]
+    rows = workload_rows(blind)
+    assert list(rows["as_of_dt"]) == ["", ""] and list(rows["roofline_pct"]) == pytest.approx([100, 100])
+
+    after = _write_lake(tmp_path / "after", sku=b200)  # the B200 arrived and was measured
+    with Frames(after) as frames:
+        scored = score(frames, rows)
+        _, truth = project_workload(W, S, load_lookup(frames, b200))
+    (row,) = scored.to_dict("records")
+    assert row["target_sku"] == b200 and row["scored_as_of_dt"] == "2035-01-02"
+    assert row["scored_step_ns"] == pytest.approx(truth["step_ns"])
+    assert 0 < row["scored_measured_pct"] == pytest.approx(truth["measured_pct"])
+    assert row["error_pct"] == pytest.approx((blind[0]["step_ns"] / truth["step_ns"] - 1) * 100)
+    assert abs(row["error_pct"]) > 1  # the blind roofline is not the measured 100 us per call
+    made = rows.iloc[0]
+    assert row["step_ns"] == made["step_ns"] and row["projected_at"] == made["projected_at"]
+
+    # `perflake model --scores` reads them back from the table (here written without Spark).
+    from pipelines.cli import main
+    from schemas.tables import WORKLOAD_PROJECTIONS
+
+    folder = after.warehouse / "workload_projections"
+    folder.mkdir()
+    pq.write_table(pa.Table.from_pandas(pd.concat([scored, rows.iloc[[1]]]), WORKLOAD_PROJECTIONS.arrow_schema(),
+                                        preserve_index=False), folder / "part-0.parquet")
+    monkeypatch.setenv("PERFLAKE_HOME", str(after.root))
+    assert main(["model", "--scores"]) == 0
+    out = capsys.readouterr().out
+    assert b200 in out and a100 not in out and "SIMULATED" in out
+    assert f"median |error| {abs(row['error_pct']):.1f} % over 1 projections" in out

@@ -10,6 +10,8 @@ unless --save writes perf.workload_projections.
   perflake model llama-8b --gpu H100-SXM5-80GB --vs-gpu B200-SXM-180GB          # side by side
   perflake model llama-8b --gpu H100-SXM5-80GB --torch 2.12.0 --vs-torch 2.13.0
   perflake model llama-8b --gpu H100-SXM5-80GB --history                        # per night
+  perflake model llama-8b --gpu B200-SXM-180GB --save    # before the B200 is measured: scored once it is
+  perflake model --scores                            # the saved projections scored against their GPU's data
   perflake model --write-suite                       # regenerate kernels_bench/suites/llm-models.yaml
 """
 from __future__ import annotations
@@ -44,6 +46,8 @@ def register(sub) -> None:
                                                        "(starts Spark)")
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--list", action="store_true", help="list the presets and the catalog GPUs")
+    p.add_argument("--scores", action="store_true", help="the saved projections made before their GPU was measured, "
+                                                         "scored against its measurements since")
     p.add_argument("--write-suite", action="store_true", help="regenerate kernels_bench/suites/llm-models.yaml")
     p.set_defaults(func=_cmd_model)
 
@@ -53,6 +57,8 @@ def _cmd_model(args) -> int:
         return _list()
     if args.write_suite:
         return _write_suite()
+    if args.scores:
+        return _scores(args.format)
     if not args.preset:
         raise ValueError("name a workload preset (perflake model --list shows them)")
     from kernels_bench.hardware import load_catalog
@@ -166,6 +172,36 @@ def _list() -> int:
         w = load_workload(name)
         print(f"  {name:<14} {w.params() / 1e9:6.1f} B params  {w.dtype:<5} {w.description}")
     print("GPUs:    " + ", ".join(sku for sku, hw in load_catalog().items() if hw.device_kind == "gpu"))
+    return 0
+
+
+def _scores(fmt: str) -> int:
+    """The rows of perf.workload_projections that have been scored (workload_table.score)."""
+    from pipelines.warehouse.frames import Frames
+
+    with Frames(Lake.from_env()) as frames:
+        rows = frames.table("workload_projections") if frames.has("workload_projections") else None
+    if rows is not None and "scored_step_ns" in rows:  # a table written before scoring existed has no such column
+        rows = rows[rows["scored_step_ns"].notna()]
+    if rows is None or "scored_step_ns" not in rows or rows.empty:
+        print("no workload projection scored yet: save one onto a GPU the lake has not measured "
+              "(perflake model PRESET --gpu SKU --save); it is scored by the first mine that measures that GPU")
+        return 0
+    rows = rows.sort_values(["target_sku", "workload", "phase", "scenario"])
+    if fmt == "json":
+        cols = ["workload", "scenario", "target_sku", "device_kind", "software", "step_ns", "scored_step_ns",
+                "scored_measured_pct", "error_pct", "scored_as_of_dt", "projected_at", "scored_at", "simulated"]
+        print(json.dumps(rows[cols].to_dict("records"), indent=2, default=_plain))
+        return 0
+    view = rows.assign(projected_ms=rows["step_ns"] / 1e6, scored_ms=rows["scored_step_ns"] / 1e6,
+                       data=rows["simulated"].map({True: "SIMULATED", False: "measured"}))
+    cols = ["workload", "scenario", "target_sku", "data", "projected_ms", "scored_ms", "scored_measured_pct",
+            "error_pct", "scored_as_of_dt"]
+    print("Projections made before their GPU was measured, against the same step priced from its measurements "
+          "(scored_measured_pct: the share of that step on measured medians; the rest interpolated or roofline):")
+    print(view[cols].round({"projected_ms": 3, "scored_ms": 3, "scored_measured_pct": 0, "error_pct": 1})
+          .to_string(index=False))
+    print(f"median |error| {rows['error_pct'].abs().median():.1f} % over {len(rows)} projections")
     return 0
 
 

@@ -246,29 +246,44 @@ def _projected(lake: Lake) -> bool:
 
 
 def _project_h200(lake: Lake, out: Console) -> None:
-    """Before the new GPU's data lands: project every case onto it from the H100."""
+    """Before the new GPU's data lands: project every case, and the nightly workloads,
+    onto it from the H100 (both are scored once it is measured)."""
+    from pipelines.projection.lookup import load_lookup
+    from pipelines.projection.model import project_workload
+    from pipelines.projection.nightly_workloads import load_nightly
     from pipelines.projection.roofline import project_job
+    from pipelines.projection.workload_table import write_workload_projections
+    from pipelines.warehouse.frames import Frames
 
     project_job(lake, POOLS["sim-h200"], source=POOLS["sim-h100"], device_kind="simulated")
-    out.say(f"  sim-h200 arrives: projected onto {POOLS['sim-h200']} from the H100's history (perf.projections)")
+    with Frames(lake) as frames:
+        blind = load_lookup(frames, POOLS["sim-h200"], device_kind="simulated")
+        summaries = [project_workload(w, s, blind)[1] for w, s in load_nightly()]
+    write_workload_projections(lake, summaries)
+    out.say(f"  sim-h200 arrives: projected onto {POOLS['sim-h200']} from the H100's history (perf.projections, "
+            f"and {len(summaries)} workload projections)")
 
 
 def _finish(lake: Lake, out: Console, dates: list[str], spark, samples: int, ev: Events) -> int:
     from pipelines.orchestration.tasks import project_workloads
     from pipelines.projection.roofline import rescore_measured
+    from pipelines.projection.workload_table import rescore_workloads
     from pipelines.report.nightly import build_nightly
 
     scored = rescore_measured(lake, dates[-1], ["sim-h200"], spark=spark)
     # Every night's workload projections in one write (the mine task writes one night's).
     workloads = project_workloads(lake, dates, spark=spark)
+    workloads_scored = rescore_workloads(lake, dates[-1], ["sim-h200"], spark=spark)
     report = build_nightly(lake, dates[-1])
     rows = spark.sql("SELECT status, count(*) AS n FROM perf.regressions WHERE pool LIKE 'sim-%' "
                      "GROUP BY status ORDER BY status").collect()
     changes = ", ".join(f"{r.n} {r.status}" for r in rows) or "none"
     run_a = _run_id(dates[ev.upgrade - 1], "sim-h100")
     run_b = _run_id(dates[ev.upgrade], "sim-h100")
-    errors = "; ".join(f"projections onto {s['target_sku']}: {s['measured']} of {s['projected']} cases measured, "
-                       f"median error {s['median_abs_error_pct']} %" for s in scored)
+    errors = "; ".join([f"projections onto {s['target_sku']}: {s['measured']} of {s['projected']} cases measured, "
+                        f"median error {s['median_abs_error_pct']} %" for s in scored]
+                       + [f"workload projections onto {s['target_sku']}: {s['scored']} scored against its "
+                          f"measurements, median error {s['median_abs_error_pct']} %" for s in workloads_scored])
     out.say(f"done in {duration(out.elapsed())}: {samples:,} SIMULATED samples; changes found: {changes}"
             + (f"; {errors}" if errors else "") + f"; {workloads} workload projections (perf.workload_projections)")
     out.say("next (all on the simulated history):")

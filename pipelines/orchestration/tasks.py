@@ -165,10 +165,12 @@ def dates_to_mine(logical_date, triggering_events) -> list[dict]:
 def mine(dt: str, pools: list[str] | None) -> dict:
     """Mine one date, score earlier projections onto the hardware it measured (a new
     GPU's backfill landing says how far off they were), project the nightly workloads
-    onto the GPUs it measured, then rewrite the date's nightly report from everything
+    onto the GPUs it measured and score the workload projections made before those GPUs
+    were measured, then rewrite the date's nightly report from everything
     published for it; a date with nothing landed (a quiet day) is not an error."""
     from jobs.mine import landed_files, mine as mine_date
     from pipelines.projection.roofline import rescore_measured
+    from pipelines.projection.workload_table import rescore_workloads
     from pipelines.mining.quality import DataQualityError
     from pipelines.report.nightly import build_nightly
     from pipelines.warehouse.session import get_spark
@@ -181,6 +183,7 @@ def mine(dt: str, pools: list[str] | None) -> dict:
         summary = mine_date(spark, lake, dt, pools).__dict__
         summary["projections_scored"] = rescore_measured(lake, dt, pools, spark=spark)
         summary["workloads_projected"] = project_workloads(lake, [dt], pools, spark=spark)
+        summary["workload_projections_scored"] = rescore_workloads(lake, dt, pools, spark=spark)
         summary["report"] = str(build_nightly(lake, dt))
         return summary
     except DataQualityError as e:
