@@ -286,10 +286,13 @@ def stop_processes_of(root: Path) -> None:
 class QueryClients:
     """Clients of a serving lake: JDBC every `jdbc_period_s` (a connection held open, every
     tenth query a new connection through query_via_jdbc), and `perflake sql` (Spark
-    Connect) every `cli_period_s`. Answers' latencies per kind, and every error."""
+    Connect) every `cli_period_s`. Answers' latencies per kind, and every error. With
+    `after_first_publication`, both start once the perf tables they query exist (a fresh
+    lake's first mine creates them); `SHOW TABLES` polls until then count for nothing."""
     lake: ServicesLake
     jdbc_period_s: float = 1.0
     cli_period_s: float = 4.0
+    after_first_publication: bool = False
     latencies: dict[str, list[float]] = field(default_factory=lambda: {"jdbc": [], "jdbc-new": [], "perflake sql": []})
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -309,9 +312,18 @@ class QueryClients:
 
     def _guard(self, target) -> None:
         try:
+            if self.after_first_publication:
+                self._wait_for_tables("samples", "case_stats")
             target()
         except Exception as e:  # noqa: BLE001 (a client that dies is a failed query)
             self.errors.append(f"{target.__name__} died: {type(e).__name__}: {e}")
+
+    def _wait_for_tables(self, *names: str) -> None:
+        while not self._stop.is_set():
+            (answer,) = self.lake.jdbc("SHOW TABLES IN perf")
+            if answer["ok"] and set(names) <= {row[1] for row in answer["rows"]}:
+                return
+            self._stop.wait(1.0)
 
     def _jdbc(self) -> None:
         sql = "SELECT dt, pool, count(*) FROM perf.samples GROUP BY dt, pool"
