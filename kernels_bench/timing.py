@@ -1,6 +1,10 @@
 """Timing one sample: the whole order of a measurement in one readable place.
 
-CPU: the monotonic nanosecond clock around one call.
+CPU: the monotonic nanosecond clock around one call; in cold mode (the default), a
+buffer twice the last-level cache is written first, outside the interval, so that `fn`
+reads its operands from memory as a model's layer does, not from the cache its previous
+call warmed (a decode-shaped GEMM's weights fit in a server CPU's L3: measured 2.3x
+faster warm than after 64 MiB of other traffic, benchmarks/NOTES-model.md).
 
 CUDA: a sample is the kernel's time on the GPU, never the CPU's time to launch it.
 CUDA events are timestamps the GPU writes when it reaches them in its stream. If the GPU
@@ -61,15 +65,42 @@ SLEEP_CALIBRATION_CYCLES = 1_000_000  # about 0.5 ms at H100 clocks: the spin's 
 
 
 class CpuTimer:
-    """The host clock around one call: CPU kernels run synchronously inside `fn`."""
+    """The host clock around one call: CPU kernels run synchronously inside `fn`. Cold
+    mode writes a buffer twice the last-level cache before each sample (outside the
+    interval); hot and graph modes time back-to-back calls with warm caches."""
 
-    def __init__(self, fn: Callable[[], Any]):
+    def __init__(self, fn: Callable[[], Any], mode: str = "cold"):
+        if mode not in MODES:
+            raise ValueError(f"timer mode {mode!r}: expected one of {MODES}")
         self.fn = fn
+        self.flush_buf = None
+        if mode == "cold":
+            import numpy as np
+
+            self.flush_buf = np.zeros(2 * last_level_cache_bytes(), dtype=np.uint8)
+        self._fill = 0
 
     def sample_ns(self) -> int:
+        if self.flush_buf is not None:
+            self._fill ^= 1  # a new value each time: every line is written, none can stay clean
+            self.flush_buf.fill(self._fill)
         t0 = time.perf_counter_ns()
         self.fn()
         return time.perf_counter_ns() - t0
+
+
+def last_level_cache_bytes(default: int = 32 << 20) -> int:
+    """The largest CPU cache of cpu0 (Linux sysfs), or `default` where it cannot be read."""
+    from pathlib import Path
+
+    sizes = []
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = f.read_text().strip().upper()
+        try:
+            sizes.append(int(text[:-1]) << {"K": 10, "M": 20, "G": 30}[text[-1]] if text[-1] in "KMG" else int(text))
+        except (ValueError, KeyError):
+            continue
+    return max(sizes, default=default)
 
 
 class CudaTimer:
@@ -213,7 +244,7 @@ def launch_overhead_ns(device: str, calls: int = 50) -> float:
     timed by `CudaTimer` in hot mode, floored at 0. On the CPU, the timer floor: the
     median of an empty call between two clock reads, which every CPU sample includes."""
     if not device.startswith("cuda"):
-        timer = CpuTimer(lambda: None)
+        timer = CpuTimer(lambda: None, "hot")
         return float(statistics.median(timer.sample_ns() for _ in range(calls)))
     import torch
 
@@ -242,7 +273,7 @@ def synchronize(device: str) -> None:
 
 
 def make_timer(fn: Callable[[], Any], device: str, mode: str = "cold"):
-    """The timer for `device`: `CudaTimer` on cuda, `CpuTimer` elsewhere (mode ignored)."""
+    """The timer for `device`: `CudaTimer` on cuda, `CpuTimer` elsewhere."""
     if device.startswith("cuda"):
         return CudaTimer(fn, device, mode)
-    return CpuTimer(fn)
+    return CpuTimer(fn, mode)

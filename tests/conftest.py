@@ -7,7 +7,8 @@ The lake and the Airflow home are temporary and set before anything imports airf
 Two tiers. `make test` runs the fast tier (minutes), which keeps at least one test on
 each real component: Spark (test_sql, test_quality, test_mining_transforms), Great
 Expectations (test_quality), the Airflow scheduler and PostgreSQL (test_services: the
-services' Airflow runs a night), the Thrift/JDBC server (test_hostile_sql), Spark Connect
+services soak, a three-pool night and a backfill through the services' Airflow while
+clients query), the Thrift/JDBC server (test_hostile_sql), Spark Connect
 on the shared services (test_hostile_connect), Chromium (test_report, and the dashboard
 in test_web_browser), killed processes (test_isolation).
 `make test-full` runs the end-to-end tier: the modules in SLOW_MODULES (whole DAG runs,
