@@ -40,6 +40,13 @@ SPARE_FROM = 4
 # sigma step was still reported in 85 % of Gaussian, 65 % of bimodal and 12 % of AR(1)
 # histories; see NOTES-changepoint.md).
 YOUNG_MAX = LOCAL_RUNS
+# A young level of up to MEASURED_TAIL runs under the default relative floor may be
+# reported on the measured one (min_rel_change_measured): confirmed where the rank test
+# reaches alpha, flagged (provisional) only where its median clears MEASURED_FLAG times
+# the measured floor, i.e. 3 sigma for 2-5 runs, the size of step the detector promises
+# (at 1.0, i.e. 2 sigma, reruns of change-free Gaussian histories doubled).
+MEASURED_TAIL = TAIL_MAX
+MEASURED_FLAG = 1.5
 
 
 def tail_change(x: np.ndarray, cps: list[int], sigma: float,
@@ -106,16 +113,16 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
         new = x[n - m:]
         level = level_before(x[start:n - m], float(np.median(new)))
         scale = noise_sigma(x, [*cps, n - m]) if m > params.confirm_points else sigma
-        # under the default relative floor, a level of 3-5 runs may still be reported,
-        # confirmed only (it is never a provisional flag): see `measured` above
-        measured_only = (params.confirm_points < m <= TAIL_MAX
-                         and abs(float(np.median(new)) - level) < effect_floor(level, scale, params))
-        base_floor = effect_floor(level, scale, measured if measured_only else params)
-        if m == 1:
-            reach = lone_run_factor(x[start:n - 1], level, float(np.sign(new[0] - level)), scale, params)
-            floor = effect_floor(level, scale * reach, params)
-        else:
-            floor = base_floor
+        # under the default relative floor a level of up to TAIL_MAX runs may still be
+        # reported on the measured one (`measured` above): confirmed at alpha, or flagged
+        # where its median clears MEASURED_FLAG times the measured floor
+        reach = (lone_run_factor(x[start:n - 1], level, float(np.sign(new[0] - level)), scale, params)
+                 if m == 1 else 1.0)
+        measured_only = (m <= MEASURED_TAIL
+                         and abs(float(np.median(new)) - level) < effect_floor(level, scale * reach, params))
+        floors = measured if measured_only else params
+        base_floor = effect_floor(level, scale, floors)
+        floor = effect_floor(level, scale * reach, floors)
         if gap is not None and m > params.confirm_points:
             new = fold_other_mode(new, level, gap, floor)
         shift = new - level
@@ -140,6 +147,9 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
         run_by_run = bool(at_level[0] and np.sum(~at_level) <= spare) and not moved_before
         if m <= params.confirm_points and not run_by_run:
             continue
+        flag = not measured_only or abs(float(np.median(shift))) >= MEASURED_FLAG * floor
+        if m <= params.confirm_points and not flag:
+            continue
         seg = x[start:]
         k = n - m - start
         z, r = split_z(seg, np.array([k]))
@@ -150,7 +160,7 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
             return n - m, p, level, True
         if p <= params.alpha and m <= TAIL_MAX:
             return n - m, p, level, False
-        if measured_only:
+        if not flag:
             continue
         if m > TAIL_MAX:
             if run_by_run and (older is None or p < older[1]):
