@@ -93,3 +93,23 @@ def test_measure_at_keeps_a_large_ar1_step_significant_night_after_night():
         x[n - held:] += step
         c = measure_at(x, n - held)
         assert c.p_value < 1e-3 and c.rel_change == pytest.approx(step, rel=0.3), f"seed {seed}"
+
+
+# --- the measured floors (a small step between long segments) ------------------------
+
+def test_a_small_step_between_long_segments_is_found_and_a_drift_is_not_cut():
+    from pipelines.changepoint import detect
+    from pipelines.changepoint.detector import step_net_of_slope
+
+    found = 0
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        x = 1.0 + 0.004 * rng.standard_normal(120)  # a 2-sigma, 0.8 % step at 60
+        x[60:] += 0.008
+        found += any(abs(c.index - 60) <= 3 and not c.provisional for c in detect(x))
+        # a linear drift of 0.05 sigma per run (6 sigma over the history): no step
+        d = 1.0 + 0.004 * (rng.standard_normal(120) + 0.05 * np.arange(120))
+        assert not [c for c in detect(d) if not c.provisional], f"seed {seed}"
+        step, z = step_net_of_slope(d[30:60], d[60:90], 0.004, 0.0)
+        assert z < 4, f"seed {seed}"
+    assert found >= 23  # 25 of 30 measured; the default floors (2 %, 2 sigma) find none

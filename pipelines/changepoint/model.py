@@ -38,6 +38,15 @@ class DetectorParams:
         is a new level of up to 5 newest runs that is not yet significant, see detect).
     higher_is_worse: True for latency-like metrics (up = regression), False for
         throughput-like ones.
+    min_rel_change_measured, min_sigma_measured: the floors for a well-measured change
+        (0.5 %, 1 robust sigma). A change between two segments of MEASURED_RUNS runs or
+        more that is significant at alpha, whose shift clears these floors and whose
+        step, net of a common local slope, is itself significant (not a drift cut in
+        two: `detector._measured_step`), is kept although it is under min_rel_change or
+        min_sigma. The newest-runs test uses min_rel_change_measured as its relative
+        floor (its noise-units floor stays min_sigma, 1.5-2x that for a lone run).
+        0 for either turns the measured path off (min_rel_change_measured=
+        min_rel_change and min_sigma_measured=min_sigma give the floors of before).
     """
 
     min_rel_change: float = 0.02
@@ -46,6 +55,8 @@ class DetectorParams:
     min_segment: int = 3
     confirm_points: int = 2
     higher_is_worse: bool = True
+    min_rel_change_measured: float = 0.005
+    min_sigma_measured: float = 1.0
 
     def __post_init__(self) -> None:
         if self.min_segment < 2:
@@ -54,6 +65,9 @@ class DetectorParams:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
         if self.min_rel_change < 0 or self.min_sigma < 0 or self.confirm_points < 0:
             raise ValueError("min_rel_change, min_sigma and confirm_points must be >= 0")
+        if not 0 <= self.min_rel_change_measured <= self.min_rel_change or \
+                not 0 <= self.min_sigma_measured <= self.min_sigma:
+            raise ValueError("the measured floors must be >= 0 and at most min_rel_change / min_sigma")
 
 
 @dataclass(frozen=True)

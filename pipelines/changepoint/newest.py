@@ -7,6 +7,8 @@ provisional so that the orchestration reruns the case and confirms or clears it.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from pipelines.changepoint.model import LOCAL_RUNS, DetectorParams, effect_floor
@@ -38,6 +40,13 @@ SPARE_FROM = 4
 # sigma step was still reported in 85 % of Gaussian, 65 % of bimodal and 12 % of AR(1)
 # histories; see NOTES-changepoint.md).
 YOUNG_MAX = LOCAL_RUNS
+# A young level of up to MEASURED_TAIL runs under the default relative floor may be
+# reported on the measured one (min_rel_change_measured): confirmed where the rank test
+# reaches alpha, flagged (provisional) only where its median clears MEASURED_FLAG times
+# the measured floor, i.e. 3 sigma for 2-5 runs, the size of step the detector promises
+# (at 1.0, i.e. 2 sigma, reruns of change-free Gaussian histories doubled).
+MEASURED_TAIL = TAIL_MAX
+MEASURED_FLAG = 1.5
 
 
 def tail_change(x: np.ndarray, cps: list[int], sigma: float,
@@ -89,6 +98,12 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
     """
     start = cps[-1] if cps else 0
     n = len(x)
+    # A level of 3-5 runs that the rank test confirms (p <= alpha) is held to the
+    # measured relative floor (its noise-units floor stays min_sigma); a provisional
+    # flag, and a level of 1-2 runs or past TAIL_MAX, to the default one: with 0.5 %
+    # there, 2-4 runs past 1 sigma on one side of a 0.5 %-noise history were flagged
+    # (a rerun) on nights after a step.
+    measured = replace(params, min_rel_change=params.min_rel_change_measured)
     not_yet_significant = older = firm = None
     gap = mode_gap(x[start:n - TAIL_MAX], sigma)  # the history's second mode, if any
     heavy = heavy_side(x[start:n - TAIL_MAX], sigma)  # the side its stray runs fall on
@@ -98,12 +113,16 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
         new = x[n - m:]
         level = level_before(x[start:n - m], float(np.median(new)))
         scale = noise_sigma(x, [*cps, n - m]) if m > params.confirm_points else sigma
-        base_floor = effect_floor(level, scale, params)
-        if m == 1:
-            reach = lone_run_factor(x[start:n - 1], level, float(np.sign(new[0] - level)), scale, params)
-            floor = effect_floor(level, scale * reach, params)
-        else:
-            floor = base_floor
+        # under the default relative floor a level of up to TAIL_MAX runs may still be
+        # reported on the measured one (`measured` above): confirmed at alpha, or flagged
+        # where its median clears MEASURED_FLAG times the measured floor
+        reach = (lone_run_factor(x[start:n - 1], level, float(np.sign(new[0] - level)), scale, params)
+                 if m == 1 else 1.0)
+        measured_only = (m <= MEASURED_TAIL
+                         and abs(float(np.median(new)) - level) < effect_floor(level, scale * reach, params))
+        floors = measured if measured_only else params
+        base_floor = effect_floor(level, scale, floors)
+        floor = effect_floor(level, scale * reach, floors)
         if gap is not None and m > params.confirm_points:
             new = fold_other_mode(new, level, gap, floor)
         shift = new - level
@@ -120,9 +139,16 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
             old_other_mode = abs(x[n - m - 1] - (level + gap)) < floor / 2
             moved_before = not (old_other_mode and side * (x[n - m - 2] - level) < base_floor)
         at_level = side * shift >= floor / 2
+        # the level's first run must belong to it: nearer its median than the level
+        # before (with a low relative floor, the old level's highest run cleared half
+        # the floor and a young level was placed one run early)
+        at_level[0] &= abs(new[0] - float(np.median(new))) < abs(new[0] - level)
         spare = 1 if m >= SPARE_FROM else 0
         run_by_run = bool(at_level[0] and np.sum(~at_level) <= spare) and not moved_before
         if m <= params.confirm_points and not run_by_run:
+            continue
+        flag = not measured_only or abs(float(np.median(shift))) >= MEASURED_FLAG * floor
+        if m <= params.confirm_points and not flag:
             continue
         seg = x[start:]
         k = n - m - start
@@ -134,6 +160,8 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
             return n - m, p, level, True
         if p <= params.alpha and m <= TAIL_MAX:
             return n - m, p, level, False
+        if not flag:
+            continue
         if m > TAIL_MAX:
             if run_by_run and (older is None or p < older[1]):
                 older = (n - m, p, level, True)
