@@ -116,13 +116,12 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
         cps, sigma, rho = _prune(x, candidates, params, by_shift=False, measured=False)
     found = _wandering_jumps(x, cps, sigma, params)
     bounds = [0, *sorted([*cps, *found]), n]
-    newest = params
-    tail = tail_change(x, bounds[1:-1], sigma, newest)
+    tail = tail_change(x, bounds[1:-1], sigma, params)
     if tail is not None:
         earlier = _before_young_level(x, bounds[-2], tail[0], params)
         if earlier:
             bounds = sorted([*bounds, *earlier])
-            tail = tail_change(x, bounds[1:-1], sigma, newest) or tail
+            tail = tail_change(x, bounds[1:-1], sigma, params) or tail
     changes = []
     for i, cp in enumerate(bounds[1:-1]):
         left, right = x[bounds[i]:cp], x[cp:bounds[i + 2]]
@@ -355,7 +354,8 @@ def _prune_at(x: np.ndarray, cps: list[int], sigma: float, rho: float, params: D
             left, right = x[bounds[i]:cp], x[cp:bounds[i + 2]]
             ratio = _floor_ratio(left, right, sigma, params)
             p = fixed_split_pvalue(left, right, rho, sigma if by_shift else None)
-            failing = p > params.alpha or (ratio < 1.0 and not (measured and _measured_step(left, right, sigma, rho, params)))
+            failing = p > params.alpha or (
+                ratio < 1.0 and not (measured and _measured_step(left, right, sigma, rho, params)))
             if failing and ratio < worst_score:
                 worst, worst_score = i, ratio
         if worst is None:

@@ -62,8 +62,8 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
       up to 2 x LOCAL_RUNS runs, whichever is nearer the new runs (`level_before`).
     - Every m needs the median of its m runs to clear both floors (a lone run:
       LONE_RUN_FACTOR times the floor in noise units, or down to LONE_RUN_MIN times where
-      the recent runs never strayed that far on its side, `lone_run_factor`). For m > confirm_points the noise-units floor
-      uses the noise with the m runs as a level of their own (`noise_sigma`): a new
+      the recent runs never strayed that far on its side, `lone_run_factor`). For
+      m > confirm_points the noise-units floor uses the noise with the m runs as a level of their own (`noise_sigma`): a new
       level of 3-5 runs left inside the last segment inflates its own yardstick.
     - "Run by run": every one of the m runs clears half the floor on the same side (a
       level of SPARE_FROM or more runs may spare one run, not its first: a slow night or
