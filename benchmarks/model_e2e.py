@@ -4,8 +4,9 @@ from kernel measurements of the same device.
 
 1. The workload's step is decomposed into kernel calls (pipelines/projection/decompose.py)
    and each distinct case is measured by the harness itself (kernels_bench.measure.
-   measure_case: the same prepare, timer and stopping rule as a nightly sweep), on this
-   device, now. The medians form the lookup a lake would hold (device_kind cpu or gpu).
+   measure_case: the same prepare, timer and stopping rule as a nightly sweep; on the
+   CPU with the last-level cache flushed before each sample, which the sweeps skip), on
+   this device, now. The medians form the lookup a lake would hold (device_kind cpu or gpu).
 2. The same step runs as a model: random weights of the preset's shapes, the same ops in
    the same order (embedding, per layer RMSNorm, fused QKV GEMM, SDPA, O GEMM, residual
    add, RMSNorm, fused gate-up GEMM, SiLU-mul, down GEMM, residual add; final norm and the
@@ -54,7 +55,8 @@ def measured_lookup(w: Workload, scenarios, device: str, sku: str, stat: str = "
     cases = {c.case.case_id: c.case for s in scenarios for c in decompose(w, s)}
     rows = []
     for cid, case in cases.items():
-        out = measure_case(case, device, RULE, Observer())
+        # Cold caches on the CPU too: in the model every layer's weights stream from memory.
+        out = measure_case(case, device, RULE, Observer(), cpu_flush=True)
         if out.status != "ok":
             raise RuntimeError(f"{case.label}: {out.status}: {out.error}")
         k = kernel_for(case.kernel)

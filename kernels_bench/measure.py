@@ -34,10 +34,10 @@ class CaseOutcome:
 
 
 def measure_case(case: Case, device: str, rule: StoppingRule, observer: Observer,
-                 warmup: int = 3, timer_mode: str = "cold") -> CaseOutcome:
+                 warmup: int = 3, timer_mode: str = "cold", cpu_flush: bool = False) -> CaseOutcome:
     """Check the case's result against its float64 reference, warm it up, then take
     samples until `rule` stops. Never raises for a failing kernel: its status (skipped,
-    oom, failed) and error are in the outcome."""
+    oom, failed) and error are in the outcome. `cpu_flush`: see kernels_bench/timing.py."""
     try:
         prepared = kernel_for(case.kernel).prepare(case, device)
         check = prepared.check()
@@ -55,7 +55,7 @@ def measure_case(case: Case, device: str, rule: StoppingRule, observer: Observer
         # allocation) would size it for a cost the samples never pay.
         for _ in range(warmup):
             prepared.fn()
-        timer = make_timer(prepared.fn, device, timer_mode)
+        timer = make_timer(prepared.fn, device, timer_mode, cpu_flush)
         state = StoppingState(rule)
         observer.before_case()
         t_start = time.monotonic()

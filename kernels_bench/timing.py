@@ -1,10 +1,12 @@
 """Timing one sample: the whole order of a measurement in one readable place.
 
-CPU: the monotonic nanosecond clock around one call; in cold mode (the default), a
-buffer twice the last-level cache is written first, outside the interval, so that `fn`
-reads its operands from memory as a model's layer does, not from the cache its previous
-call warmed (a decode-shaped GEMM's weights fit in a server CPU's L3: measured 2.3x
-faster warm than after 64 MiB of other traffic, benchmarks/NOTES-model.md).
+CPU: the monotonic nanosecond clock around one call, back to back with warm caches (the
+timer mode does not apply). With `cpu_flush` a buffer twice the last-level cache is
+written first, outside the interval, so that `fn` reads its operands from memory as a
+model's layer does (benchmarks/model_e2e.py: a decode-shaped GEMM's weights fit in a
+server CPU's L3, and measured 2.3x faster warm than after 64 MiB of other traffic). It is
+off in the sweeps: the flush's ~2 ms per sample ran every demo case into its timeout
+(gemm-demo: 6.1 s instead of 3-5 s, a quarter of the samples, `make demo` 130 s).
 
 CUDA: a sample is the kernel's time on the GPU, never the CPU's time to launch it.
 CUDA events are timestamps the GPU writes when it reaches them in its stream. If the GPU
@@ -65,16 +67,14 @@ SLEEP_CALIBRATION_CYCLES = 1_000_000  # about 0.5 ms at H100 clocks: the spin's 
 
 
 class CpuTimer:
-    """The host clock around one call: CPU kernels run synchronously inside `fn`. Cold
-    mode writes a buffer twice the last-level cache before each sample (outside the
-    interval); hot and graph modes time back-to-back calls with warm caches."""
+    """The host clock around one call: CPU kernels run synchronously inside `fn`. With
+    `flush`, a buffer twice the last-level cache is written before each sample, outside
+    the interval; without, back-to-back calls with warm caches."""
 
-    def __init__(self, fn: Callable[[], Any], mode: str = "cold"):
-        if mode not in MODES:
-            raise ValueError(f"timer mode {mode!r}: expected one of {MODES}")
+    def __init__(self, fn: Callable[[], Any], flush: bool = False):
         self.fn = fn
         self.flush_buf = None
-        if mode == "cold":
+        if flush:
             import numpy as np
 
             self.flush_buf = np.zeros(2 * last_level_cache_bytes(), dtype=np.uint8)
@@ -244,7 +244,7 @@ def launch_overhead_ns(device: str, calls: int = 50) -> float:
     timed by `CudaTimer` in hot mode, floored at 0. On the CPU, the timer floor: the
     median of an empty call between two clock reads, which every CPU sample includes."""
     if not device.startswith("cuda"):
-        timer = CpuTimer(lambda: None, "hot")
+        timer = CpuTimer(lambda: None)
         return float(statistics.median(timer.sample_ns() for _ in range(calls)))
     import torch
 
@@ -272,8 +272,9 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
-def make_timer(fn: Callable[[], Any], device: str, mode: str = "cold"):
-    """The timer for `device`: `CudaTimer` on cuda, `CpuTimer` elsewhere."""
+def make_timer(fn: Callable[[], Any], device: str, mode: str = "cold", cpu_flush: bool = False):
+    """The timer for `device`: `CudaTimer` in `mode` on cuda, `CpuTimer` elsewhere
+    (`cpu_flush`: the last-level cache written before each sample)."""
     if device.startswith("cuda"):
         return CudaTimer(fn, device, mode)
-    return CpuTimer(fn, mode)
+    return CpuTimer(fn, cpu_flush)

@@ -222,13 +222,12 @@ def test_a_cpu_run_measures_its_timer_floor():
     assert runner._launch_overhead_ns("cpu", print) > 0
 
 
-def test_a_cold_cpu_sample_writes_the_whole_flush_buffer_before_the_clock_starts_and_hot_writes_none():
+def test_a_flushing_cpu_sample_writes_the_whole_buffer_before_the_clock_starts_and_a_plain_one_writes_none():
     seen = []
-    timer = timing.CpuTimer(lambda: seen.append((int(timer.flush_buf.min()), int(timer.flush_buf.max()))), "cold")
+    timer = timing.CpuTimer(lambda: seen.append((int(timer.flush_buf.min()), int(timer.flush_buf.max()))), flush=True)
     assert timer.flush_buf.nbytes == 2 * timing.last_level_cache_bytes()
     timer.sample_ns()
     timer.sample_ns()
     assert seen == [(1, 1), (0, 0)]  # every byte written, with a new value each sample
-    assert timing.CpuTimer(lambda: None, "hot").flush_buf is None
-    with pytest.raises(ValueError, match="cold"):
-        timing.CpuTimer(lambda: None, "warm")
+    assert timing.make_timer(lambda: None, "cpu", "cold").flush_buf is None  # the sweeps' CPU timer: warm
+    assert timing.make_timer(lambda: None, "cpu", "cold", cpu_flush=True).flush_buf is not None
