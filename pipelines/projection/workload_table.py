@@ -100,7 +100,9 @@ def rescore_workloads(lake, dt: str, pools=None, *, spark=None) -> list[dict]:
             return []
         measured = {(sku, kind) for _, sku, kind in measured_gpus(frames, [dt], pools)}
         rows = frames.table("workload_projections", "as_of_dt = ''")
-        rows = rows[[(r.target_sku, r.device_kind) in measured for r in rows.itertuples(index=False)]]
+        # A projection from the spec sheet alone (device_kind '') is scored by any kind measured.
+        rows = rows[[(r.target_sku, r.device_kind) in measured or (r.device_kind == "" and r.target_sku in
+                     {sku for sku, _ in measured}) for r in rows.itertuples(index=False)]]
         scored = score(frames, rows) if not rows.empty else rows
     if scored.empty:
         return []
