@@ -142,9 +142,10 @@ def test_changepoint_oracle_option_runs(tmp_path):
 
 
 @pytest.mark.slow  # a 2-minute evaluation run: the end-to-end tier
+@pytest.mark.slow  # 20 TCPD evaluations, 3-4 min: the end-to-end tier
 def test_changepoint_stage5_sensitivity_option_runs(tmp_path):
     _tcpd_dir_or_skip(_changepoint_eval())
-    sens = _run(["benchmarks/changepoint_eval.py", "--sensitivity"], tmp_path, timeout=300)
+    sens = _run(["benchmarks/changepoint_eval.py", "--sensitivity"], tmp_path, timeout=600)
     assert sum(ln.strip().startswith(("WINDOW", "WANDER_RATIO", "SEASONAL_ACF", "MAX_ZERO_SHARE"))
                for ln in sens.splitlines()) == 20
 

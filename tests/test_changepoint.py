@@ -384,6 +384,26 @@ def test_detect_changes_cli_reads_a_csv_column_and_prints_the_change_indices(tmp
     assert out["details"][0]["rel_change"] == pytest.approx(0.10, abs=0.01)
 
 
+def test_detect_changes_cli_takes_the_users_alpha(tmp_path, capsys):
+    import json
+
+    from pipelines.cli import main
+
+    # a 1.2 % (1.2-sigma) step between 40-run levels: p 0.002 after the search correction
+    values = np.r_[_gaussian(40, seed=30), _gaussian(40, seed=130) + 0.012] * 1000
+    path = tmp_path / "history.csv"
+    path.write_text("\n".join(["median_ns", *(f"{v:.4f}" for v in values)]) + "\n")
+    assert main(["detect-changes", str(path), "--column", "median_ns"]) == 0
+    assert json.loads(capsys.readouterr().out)["changes"] == []
+    assert main(["detect-changes", str(path), "--column", "median_ns", "--alpha", "0.01"]) == 0
+    (found,) = json.loads(capsys.readouterr().out)["changes"]
+    assert abs(found - 40) <= 3
+    with pytest.raises(SystemExit) as exit_:
+        main(["detect-changes", str(path), "--column", "median_ns", "--alpha", "1.5"])
+    assert exit_.value.code == 2
+    assert "'1.5' is not a probability strictly between 0 and 1" in capsys.readouterr().err
+
+
 def test_detect_changes_cli_names_the_file_line_and_value_of_bad_input(tmp_path, capsys):
     from pipelines.cli import main
 

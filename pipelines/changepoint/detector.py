@@ -8,9 +8,13 @@ a step that matters (a few percent, a few noise widths) must.
 How it decides, in five stages:
 1. Search: binary segmentation on ranks. In each segment the split with the largest
    standardised Mann-Whitney statistic is a candidate while it is significant after
-   correcting for having searched all split positions (Bonferroni). Where the whole
-   segment shows no significant split, the same is asked inside seeded sub-intervals
-   (halves, quarters, ... overlapping by half; Bonferroni over the intervals too): a
+   correcting for having searched all split positions (Siegmund's approximation for
+   the largest of the correlated split statistics, `ranks.searched_p`; on independent
+   series of 30, 60 and 200 runs a corrected p of 0.01 was reached by 0.95 %, 0.86 %
+   and 1.03 % of them, where Bonferroni over positions overstated the search's cost
+   3-10 fold). Where the whole segment shows no significant split, the same is asked
+   inside seeded sub-intervals (halves, quarters, ... overlapping by half; Bonferroni
+   over the intervals too): a
    tent or an alternating sequence of levels has no strong single split overall, but
    each of its steps stands out locally. Ranks make the search blind to outlier size
    and tails; a candidate is then moved to the split where cutting the 10 runs either
@@ -18,8 +22,9 @@ How it decides, in five stages:
    place it; `_refine`).
    Autocorrelation is not corrected for here: it is a property of the noise, and is
    measured once the level changes are known.
-2. Noise: the robust scale (1.4826 x MAD) and the lag-1 autocorrelation of the ranks,
-   both from the residuals of the candidate segmentation, for the whole series (and
+2. Noise: the robust scale (1.4826 x MAD) and the lag-1 autocorrelation of the ranks
+   (corrected for the bias of short segments), both from the residuals of the
+   candidate segmentation, for the whole series (and
    again after pruning, see stage 3).
 3. Prune: a change stays only if, between its two neighbouring segments, it is still
    significant (p corrected for the autocorrelation, long-run variance factor
@@ -67,7 +72,7 @@ from pipelines.changepoint.jumps import jumps, wanders
 from pipelines.changepoint.model import LOCAL_RUNS, Change, DetectorParams, describe, effect_floor
 from pipelines.changepoint.newest import tail_change
 from pipelines.changepoint.noise import noise_rho, noise_sigma
-from pipelines.changepoint.ranks import MAX_RHO, corrected_p, fixed_split_pvalue, split_raw_p, split_z
+from pipelines.changepoint.ranks import MAX_RHO, fixed_split_pvalue, searched_p, split_raw_p, split_z
 
 # Pruning starts over at most this many times with the noise re-measured on the
 # changes that survived (see _prune).
@@ -183,7 +188,7 @@ def _best_split(seg: np.ndarray, min_segment: int) -> tuple[int, float] | None:
     if z[i] == 0.0:
         return None
     k = int(ks[i])
-    return k, corrected_p(split_raw_p(seg, k, float(z[i])), 0.0, len(ks))
+    return k, searched_p(split_raw_p(seg, k, float(z[i])), 0.0, n, min_segment, n - min_segment)
 
 
 def _seeded_intervals(n: int, shortest: int) -> list[tuple[int, int]]:

@@ -30,8 +30,16 @@ def noise_sigma(x: np.ndarray, cps: list[int]) -> float:
 
 def noise_rho(x: np.ndarray, cps: list[int]) -> float:
     """Lag-1 autocorrelation of the noise: of each segment's ranks about their mean,
-    pooled over the segments (pairs across a change left out), clipped to [0, MAX_RHO].
-    Ranks, as in the tests, so that one wild run does not decide it."""
+    pooled over the segments (pairs across a change left out), corrected for its bias,
+    clipped to [0, MAX_RHO]. Ranks, as in the tests, so that one wild run does not
+    decide it.
+
+    The lag-1 autocorrelation of n runs about their own mean reads low by about
+    (1 + 3 rho) / n (Marriott & Pope 1954); pooled over k segments of N runs in all, by
+    k (1 + 3 rho) / N, which `_unbiased` takes back. Uncorrected, AR(1) noise of 0.7
+    read as 0.55 on 30 runs (0.61 on 60), its long-run variance as 3.4x instead of
+    5.7x, and the wander of a short history passed for steps: in whole histories the
+    false alarms of AR(1) noise were all the detector raised."""
     bounds = [0, *cps, len(x)]
     lagged = total = 0.0
     for a, b in zip(bounds[:-1], bounds[1:]):
@@ -39,4 +47,13 @@ def noise_rho(x: np.ndarray, cps: list[int]) -> float:
         e -= e.mean()
         lagged += float(np.dot(e[1:], e[:-1]))
         total += float(np.dot(e, e))
-    return float(np.clip(lagged / total, 0.0, MAX_RHO)) if total > 0 else 0.0
+    if total <= 0:
+        return 0.0
+    return float(np.clip(_unbiased(lagged / total, len(bounds) - 1, len(x)), 0.0, MAX_RHO))
+
+
+def _unbiased(r: float, segments: int, runs: int) -> float:
+    """r + bias, bias = segments (1 + 3 rho) / runs solved for rho; r itself where the
+    segments are too short for the first-order correction (under 8 runs on average)."""
+    share = segments / runs
+    return r if share > 1 / 8 else (r + share) / (1 - 3 * share)

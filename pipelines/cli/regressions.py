@@ -9,6 +9,7 @@ changes pooled by cause, comparing two sets of runs, and the detector on any ser
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -33,6 +34,10 @@ def register(sub) -> None:
     p = sub.add_parser("detect-changes", help="change points of one column of a CSV, as JSON")
     p.add_argument("file")
     p.add_argument("--column", required=True)
+    p.add_argument("--alpha", type=_probability, default=None,
+                   help="largest p-value of a reported change, per history (default 0.001; 0.01 finds more small "
+                        "steps and raises about 3x more false alarms when a history is re-run night by night, "
+                        "see docs/regressions.md)")
     p.set_defaults(func=_cmd_detect)
 
     p = sub.add_parser("compare", help="compare two runs (or two sets of runs) case by case on their raw samples",
@@ -150,10 +155,21 @@ def read_series(path: str, column: str):
     return values
 
 
-def _cmd_detect(args) -> int:
-    from pipelines.changepoint import detect
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a probability strictly between 0 and 1")
+    return value
 
-    changes = detect(read_series(args.file, args.column))
+
+def _cmd_detect(args) -> int:
+    from pipelines.changepoint import DetectorParams, detect
+
+    params = DetectorParams() if args.alpha is None else DetectorParams(alpha=args.alpha)
+    changes = detect(read_series(args.file, args.column), params=params)
     print(json.dumps({"changes": [c.index for c in changes],
                       "details": [c.__dict__ for c in changes]}, default=str, indent=2))
     return 0
