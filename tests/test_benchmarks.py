@@ -141,8 +141,7 @@ def test_changepoint_oracle_option_runs(tmp_path):
     assert power[(0.001, "3")] < power[(0.024, "3")]  # a stricter threshold costs power
 
 
-@pytest.mark.slow  # a 2-minute evaluation run: the end-to-end tier
-@pytest.mark.slow  # 20 TCPD evaluations, 3-4 min: the end-to-end tier
+@pytest.mark.slow  # 20 TCPD evaluations, 3-4 minutes: the end-to-end tier
 def test_changepoint_stage5_sensitivity_option_runs(tmp_path):
     _tcpd_dir_or_skip(_changepoint_eval())
     sens = _run(["benchmarks/changepoint_eval.py", "--sensitivity"], tmp_path, timeout=600)

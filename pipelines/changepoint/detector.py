@@ -14,9 +14,8 @@ How it decides, in five stages:
    and 1.03 % of them, where Bonferroni over positions overstated the search's cost
    3-10 fold). Where the whole segment shows no significant split, the same is asked
    inside seeded sub-intervals (halves, quarters, ... overlapping by half; Bonferroni
-   over the intervals too): a
-   tent or an alternating sequence of levels has no strong single split overall, but
-   each of its steps stands out locally. Ranks make the search blind to outlier size
+   over the intervals too): a tent or an alternating sequence of levels has no strong
+   single split overall, but each of its steps stands out locally. Ranks make the search blind to outlier size
    and tails; a candidate is then moved to the split where cutting the 10 runs either
    side gains most in absolute deviation (ranks say that a change is there, magnitudes
    place it; `_refine`).
@@ -24,8 +23,7 @@ How it decides, in five stages:
    measured once the level changes are known.
 2. Noise: the robust scale (1.4826 x MAD) and the lag-1 autocorrelation of the ranks
    (corrected for the bias of short segments), both from the residuals of the
-   candidate segmentation, for the whole series (and
-   again after pruning, see stage 3).
+   candidate segmentation, for the whole series (and again after pruning, see stage 3).
 3. Prune: a change stays only if, between its two neighbouring segments, it is still
    significant (p corrected for the autocorrelation, long-run variance factor
    (1+rho)/(1-rho), and for the positions; where that correction holds back ranks that

@@ -169,4 +169,3 @@ def fixed_split_pvalue(left: np.ndarray, right: np.ndarray, rho: float | None = 
         shift = searched_p(shift_raw_p(left, right, sigma), rho, n, 1, n - 1)
         p = min(p, max(shift, searched_p(raw, 0.0, n, 1, n - 1)))
     return p
-
