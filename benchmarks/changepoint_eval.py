@@ -19,7 +19,8 @@ Three evaluations, all with the detector's default parameters (no per-series tun
    alarms are confirmed reports matching no change, per 1,000 nights of change-free
    histories (and of all histories). Two seeds: a development seed, and a held-out seed
    (HELDOUT_SEED) that no choice of the detector was tuned on. The generator and the
-   scoring live in `changepoint_wide.py`.
+   scoring live in `changepoint_wide.py` (the 60-night histories of evaluation 3 in
+   `changepoint_nightly.py`, the Otava runner in `changepoint_otava.py`).
    With --stress, the harder draws of `changepoint_stress.py` instead (heavier tails,
    near-even two-mode noise, autocorrelation to 0.92, drift, variance changes, steps 4-12
    nights apart, wild nights and bursts), scored the same way, with its own development
@@ -66,9 +67,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -82,6 +81,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # = REPO
 from pipelines.changepoint import DetectorParams, covering, detect, f1_score  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its helper modules, run as a script or imported
+from changepoint_nightly import (  # noqa: E402
+    CHANGE_FREE_SIGMAS, DRIFT_KINDS, DRIFTS, FIRST_ONLINE_NIGHT, HOLD_NIGHTS, NIGHTS, NOISE_KINDS, SIGMA_MULTIPLES,
+    STEPS, drift_alarms, false_alarms, hold, oracle_power, recall,
+)
+from changepoint_otava import run_otava  # noqa: E402
 from changepoint_stress import STRESS_DEV_SEED, STRESS_HELDOUT_SEED, stress_histories  # noqa: E402
 from changepoint_wide import (  # noqa: E402,F401 (score_wide and the seeds are read by tests/test_benchmarks.py)
     DEV_SEED, HELDOUT_SEED, MATCH_NIGHTS, score_wide, wide_histories,
@@ -98,45 +102,6 @@ def tcpd_dir() -> Path:
 
 
 TCPD_DIR = tcpd_dir()
-OTAVA_PYTHON = Path(os.environ.get("PERFLAKE_OTAVA_PYTHON")
-                    or Path(tempfile.gettempdir()) / "otava-venv" / "bin" / "python")
-NIGHTS = 60
-FIRST_ONLINE_NIGHT = 20
-# --hold follows each step over its first HOLD_NIGHTS nights (c+0 .. c+HOLD_NIGHTS-1).
-HOLD_NIGHTS = 16
-STEPS = (0.03, 0.05, 0.10)
-SIGMA_MULTIPLES = (3.0, 4.0, 6.0)
-NOISE_KINDS = ("gaussian", "student_t3", "bimodal", "ar1_0.5")
-CHANGE_FREE_SIGMAS = (0.005, 0.01, 0.02)  # relative noise of change-free histories
-DRIFTS = (0.05, 0.10)  # robust sigma per run, for --drift
-DRIFT_KINDS = ("gaussian", "student_t3")
-
-# Reads {"series": [[...], ...], "min_magnitude": m} on stdin; writes the change indices
-# (first point of each new segment) of every series, one list per series, as JSON.
-OTAVA_RUNNER = """
-import json, sys
-from otava.analysis import compute_change_points
-job = json.load(sys.stdin)
-out = []
-for s in job["series"]:
-    cps, _ = compute_change_points(list(s), min_magnitude=job["min_magnitude"])
-    out.append(sorted(int(c.index) for c in cps))
-json.dump(out, sys.stdout)
-"""
-
-
-def run_otava(series: list[np.ndarray], min_magnitude: float = 0.0) -> list[list[int]] | None:
-    """Otava's change indices for each series, or None if Otava is not installed."""
-    if not OTAVA_PYTHON.exists():
-        return None
-    job = json.dumps({"series": [list(map(float, s)) for s in series], "min_magnitude": min_magnitude})
-    done = subprocess.run([str(OTAVA_PYTHON), "-c", OTAVA_RUNNER], input=job, capture_output=True,
-                          text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"Otava runner failed (rc {done.returncode}): {done.stderr[-2000:]}")
-    return json.loads(done.stdout)
-
-
 # --- TCPD ----------------------------------------------------------------------------
 
 def load_tcpd(root: Path = TCPD_DIR) -> list[tuple[str, np.ndarray, dict]]:
@@ -198,171 +163,6 @@ def stage5_sensitivity() -> list[tuple[str, float, float, float]]:
     finally:
         for k, v in defaults.items():
             setattr(stage5, k, v)
-    return rows
-
-
-# --- simulated nightly histories -------------------------------------------------------
-
-def _unit_noise(kind: str, rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
-    """Noise of the given kind with robust sigma 1 (population 1.4826 x MAD)."""
-    if kind == "gaussian":
-        return rng.standard_normal(shape)
-    if kind == "student_t3":
-        return rng.standard_t(3, shape) / (1.4826 * 0.764892)  # MAD of t3 = its 75 % quantile
-    if kind == "bimodal":  # a second clock/placement mode 4 sigma slower, 20 % of nights
-        x = rng.standard_normal(shape) + 4.0 * (rng.random(shape) < 0.2)
-        return x / BIMODAL_ROBUST_SIGMA
-    if kind == "ar1_0.5":  # stationary AR(1), marginal sigma 1
-        eps = rng.standard_normal(shape) * np.sqrt(1 - 0.25)
-        x = np.empty(shape)
-        x[:, 0] = rng.standard_normal(shape[0])
-        for t in range(1, shape[1]):
-            x[:, t] = 0.5 * x[:, t - 1] + eps[:, t]
-        return x
-    raise ValueError(f"unknown noise kind {kind!r}")
-
-
-def _robust_sigma_of_bimodal() -> float:
-    rng = np.random.default_rng(12345)
-    x = rng.standard_normal(2_000_000) + 4.0 * (rng.random(2_000_000) < 0.2)
-    return float(1.4826 * np.median(np.abs(x - np.median(x))))
-
-
-BIMODAL_ROBUST_SIGMA = _robust_sigma_of_bimodal()
-
-
-def _count_alarms(hist: np.ndarray, n_online: int) -> dict:
-    """Alarms on histories without a level change, per 1,000 series-nights: whole-history
-    (detector run once on each history) and nightly (the first n_online histories
-    replayed, detector run on every prefix from FIRST_ONLINE_NIGHT, an alarm counted
-    once, at the index (+-1) it first appears), each split into confirmed and
-    provisional. A nightly alarm counts as confirmed if it is reported confirmed on any
-    night, even when it was first seen as provisional; provisional if it never is."""
-    n_series, nights_per = hist.shape
-    conf = prov = 0
-    for x in hist:
-        for c in detect(x):
-            prov += c.provisional
-            conf += not c.provisional
-    on_conf = on_prov = nights = 0
-    for x in hist[:n_online]:
-        alerted: dict[int, bool] = {}  # index first reported -> ever confirmed
-        for t in range(FIRST_ONLINE_NIGHT, nights_per + 1):
-            nights += 1
-            for c in detect(x[:t]):
-                seen = next((a for a in alerted if abs(c.index - a) <= 1), None)
-                if seen is None:
-                    alerted[c.index] = not c.provisional
-                elif not c.provisional:
-                    alerted[seen] = True
-        on_conf += sum(alerted.values())
-        on_prov += len(alerted) - sum(alerted.values())
-    per_k = 1000.0 / (n_series * nights_per)
-    return {
-        "confirmed": conf * per_k, "provisional": prov * per_k,
-        "online_confirmed": 1000.0 * on_conf / max(nights, 1),
-        "online_provisional": 1000.0 * on_prov / max(nights, 1),
-    }
-
-
-def false_alarms(kind: str, n_series: int, n_online: int, rng: np.random.Generator) -> dict:
-    """False alarms on change-free histories, per 1,000 series-nights."""
-    sig = rng.choice(CHANGE_FREE_SIGMAS, size=(n_series, 1))
-    hist = 1.0 + sig * _unit_noise(kind, rng, (n_series, NIGHTS))
-    out = _count_alarms(hist, n_online)
-    otava = run_otava(list(hist))
-    out["otava"] = None if otava is None else sum(map(len, otava)) * 1000.0 / (n_series * NIGHTS)
-    return out
-
-
-def drift_alarms(kind: str, drift: float, n_series: int, rng: np.random.Generator) -> dict:
-    """Alarms on slowly drifting histories without a step (a level moving by `drift`
-    robust sigma per run, up or down at random), every history replayed nightly; same
-    counting and noise widths as `false_alarms`. Drift is not a level change: the drift
-    guards (10 runs either side, the newest runs against the nearer of 10 / 20 runs)
-    are there to keep it from reading as one."""
-    sig = rng.choice(CHANGE_FREE_SIGMAS, size=(n_series, 1))
-    sign = rng.choice([-1.0, 1.0], size=(n_series, 1))
-    trend = sign * drift * np.arange(NIGHTS)[None, :]
-    hist = 1.0 + sig * (_unit_noise(kind, rng, (n_series, NIGHTS)) + trend)
-    return _count_alarms(hist, n_series)
-
-
-def _step_histories(kind: str, n_series: int, rng: np.random.Generator, change_before: int):
-    """Histories with one injected step each: a relative size from STEPS at a multiple of
-    the noise from SIGMA_MULTIPLES (so the noise is step / multiple), at a night drawn
-    from [FIRST_ONLINE_NIGHT, change_before), up or down. Returns (step, mult, change,
-    hist)."""
-    step = rng.choice(STEPS, size=n_series)
-    mult = rng.choice(SIGMA_MULTIPLES, size=n_series)
-    change = rng.integers(FIRST_ONLINE_NIGHT, change_before, size=n_series)
-    sign = rng.choice([-1.0, 1.0], size=n_series)
-    hist = 1.0 + (step / mult)[:, None] * _unit_noise(kind, rng, (n_series, NIGHTS))
-    hist += (np.arange(NIGHTS)[None, :] >= change[:, None]) * (sign * step)[:, None]
-    return step, mult, change, hist
-
-
-def recall(kind: str, n_series: int, rng: np.random.Generator) -> dict:
-    """Recall of injected steps within j = 0..3 runs after the change (index within +-1)."""
-    step, mult, change, hist = _step_histories(kind, n_series, rng, NIGHTS - 3)
-    any_by = np.zeros((n_series, 4), bool)  # any report (provisional included) by run c+j
-    confirmed_by3 = np.zeros(n_series, bool)
-    for i, x in enumerate(hist):
-        c = change[i]
-        for j in range(4):
-            found = [ch for ch in detect(x[:c + j + 1]) if abs(ch.index - c) <= 1]
-            any_by[i, j] = bool(found) or (j > 0 and any_by[i, j - 1])
-            if j == 3:
-                confirmed_by3[i] = any(not ch.provisional for ch in found)
-    otava = run_otava([x[:c + 4] for x, c in zip(hist, change)])
-    otava_hit = None if otava is None else np.mean(
-        [any(abs(k - c) <= 1 for k in cps) for cps, c in zip(otava, change)])
-    cells = {}
-    for s in STEPS:
-        for m in SIGMA_MULTIPLES:
-            sel = (step == s) & (mult == m)
-            cells[(s, m)] = float(any_by[sel, 3].mean()) if sel.any() else float("nan")
-    return {"by_run": any_by.mean(axis=0).tolist(), "confirmed_by3": float(confirmed_by3.mean()),
-            "cells": cells, "otava_by3": None if otava_hit is None else float(otava_hit)}
-
-
-def hold(kind: str, n_series: int, rng: np.random.Generator, nights_after: int = HOLD_NIGHTS) -> list[float]:
-    """Share of injected steps (as in `recall`, at a night c in [20, 44]) that the detector
-    reports (index within +-1, provisional or confirmed) when run on the nights up to
-    c+j, for each j = 0..nights_after-1: does a step stay reported night after night, in
-    particular across the hand-off from the newest-runs test to the whole-series search?"""
-    _, _, change, hist = _step_histories(kind, n_series, rng, NIGHTS - nights_after + 1)
-    seen = [[any(abs(ch.index - c) <= 1 for ch in detect(x[:c + j + 1])) for j in range(nights_after)]
-            for x, c in zip(hist, change)]
-    return np.mean(seen, axis=0).tolist()
-
-
-def oracle_power(n_draws: int = 200_000, seed: int = 1) -> list[tuple[float, float, float]]:
-    """Power of an oracle on bimodal noise, as an upper bound for the newest-runs test:
-    it knows the noise law, the level before and the change run, and takes the 4 runs
-    c..c+3, with the likelihood ratio against "no change" maximised over the step's sign
-    (Neyman-Pearson for a known step size). Returns (false-alarm rate per test, step in
-    robust sigmas, power) rows; the threshold is the null's (1 - rate) quantile."""
-    from scipy.stats import norm
-
-    rng = np.random.default_rng(seed)
-    scale = BIMODAL_ROBUST_SIGMA
-
-    def log_density(x):  # of _unit_noise("bimodal"), in its robust-sigma units
-        u = x * scale
-        return np.log(0.8 * norm.pdf(u) + 0.2 * norm.pdf(u - 4.0))
-
-    def statistic(new, step):
-        base = log_density(new)
-        return np.maximum((log_density(new - step) - base).sum(1), (log_density(new + step) - base).sum(1))
-
-    rows = []
-    for rate in (0.024, 0.005, 0.001):
-        for step in SIGMA_MULTIPLES:
-            threshold = np.quantile(statistic(_unit_noise("bimodal", rng, (n_draws, 4)), step), 1 - rate)
-            sign = rng.choice([-1.0, 1.0], size=(n_draws, 1))
-            shifted = _unit_noise("bimodal", rng, (n_draws, 4)) + sign * step
-            rows.append((rate, step, float(np.mean(statistic(shifted, step) > threshold))))
     return rows
 
 
