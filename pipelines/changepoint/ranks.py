@@ -52,11 +52,16 @@ def corrected_p(p_raw: float, rho: float, n_tests: int) -> float:
     """Two-sided p after the AR(1) variance factor (applied to the p's normal
     equivalent z), times the number of split positions searched (Bonferroni:
     conservative, since neighbouring splits are strongly correlated)."""
+    return float(min(1.0, 2.0 * ndtr(-_z_after_rho(p_raw, rho)) * max(n_tests, 1)))
+
+
+def _z_after_rho(p_raw: float, rho: float) -> float:
+    """The normal equivalent z of a two-sided p, divided by the AR(1) long-run standard
+    deviation factor sqrt((1 + rho) / (1 - rho))."""
     # -ndtri(p/2), not ndtri(1 - p/2): below p ~ 1e-16, 1 - p/2 rounds to 1, z becomes
     # infinite and the correction would be skipped for exactly the strongest splits.
     z = float(-ndtri(max(p_raw, 1e-300) / 2.0)) if p_raw < 1.0 else 0.0
-    z_eff = z / np.sqrt((1 + rho) / (1 - rho))
-    return float(min(1.0, 2.0 * ndtr(-z_eff) * max(n_tests, 1)))
+    return z / float(np.sqrt((1 + rho) / (1 - rho)))
 
 
 def searched_p(p_raw: float, rho: float, n: int, k_lo: int, k_hi: int) -> float:
@@ -76,7 +81,7 @@ def searched_p(p_raw: float, rho: float, n: int, k_lo: int, k_hi: int) -> float:
         return 1.0
     k_lo, k_hi = max(k_lo, 1), min(k_hi, n - 1)
     count = max(k_hi - k_lo + 1, 1)
-    z = float(-ndtri(max(p_raw, 1e-300) / 2.0)) / np.sqrt((1 + rho) / (1 - rho))
+    z = _z_after_rho(p_raw, rho)
     bonferroni = 2.0 * ndtr(-z) * count
     if count < 2:
         return float(min(1.0, bonferroni))
