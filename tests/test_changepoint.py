@@ -389,13 +389,14 @@ def test_detect_changes_cli_takes_the_users_alpha(tmp_path, capsys):
 
     from pipelines.cli import main
 
-    # a 1.2 % (1.2-sigma) step between 40-run levels: p 0.002 after the search correction
+    # a 1.2 % (1.2-sigma) step between 40-run levels: p 0.002 after the search correction,
+    # found at the default alpha (0.005), not at a user's stricter 0.001
     values = np.r_[_gaussian(40, seed=30), _gaussian(40, seed=130) + 0.012] * 1000
     path = tmp_path / "history.csv"
     path.write_text("\n".join(["median_ns", *(f"{v:.4f}" for v in values)]) + "\n")
-    assert main(["detect-changes", str(path), "--column", "median_ns"]) == 0
+    assert main(["detect-changes", str(path), "--column", "median_ns", "--alpha", "0.001"]) == 0
     assert json.loads(capsys.readouterr().out)["changes"] == []
-    assert main(["detect-changes", str(path), "--column", "median_ns", "--alpha", "0.01"]) == 0
+    assert main(["detect-changes", str(path), "--column", "median_ns"]) == 0
     (found,) = json.loads(capsys.readouterr().out)["changes"]
     assert abs(found - 40) <= 3
     with pytest.raises(SystemExit) as exit_:

@@ -45,7 +45,8 @@ How it decides, in five stages:
    the reported sigmas use the final ones.
 4. Newest runs: the nightly question "did the last m runs (m <= 5) leave the recent
    level?" is asked with the position fixed in advance, so it needs no whole-series
-   search correction. A new level of m runs is reported when significant at alpha;
+   search correction. A new level of m runs is reported when significant at
+   strict_alpha (0.001: these runs are asked again every night);
    one that is not (yet) is reported as provisional when each of its runs clears the
    floors (a level of 4-5 runs may spare one: a slow night or an outlier), so that the
    case is rerun and the change confirmed or cleared. Within the last `confirm_points`
@@ -64,11 +65,13 @@ change already reported (pipelines.mining.regressions).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from pipelines.changepoint.jumps import jumps, wanders
 from pipelines.changepoint.model import LOCAL_RUNS, Change, DetectorParams, describe, effect_floor
-from pipelines.changepoint.newest import tail_change
+from pipelines.changepoint.newest import TAIL_MAX, tail_change
 from pipelines.changepoint.noise import MAD_TO_SIGMA, noise_rho, noise_sigma
 from pipelines.changepoint.ranks import MAX_RHO, fixed_split_pvalue, searched_p, split_raw_p, split_z
 
@@ -117,9 +120,16 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
     # inflates the first noise estimate (and reads as a wander), while the measured
     # path's pruning, re-measuring the noise in another order, can inflate the second
     # (TCPD's brent_spot lost its three changes to stage 5).
-    cps, sigma, rho = _prune(x, candidates, params)
-    by_shift = not wanders(x, sigma) or not wanders(x, _prune(x, candidates, params, measured=False)[1])
-    if not by_shift:  # no measured steps either: they assume a level to wander about
+    # The question is asked about the changes kept at strict_alpha: a random walk has
+    # splits at p 0.001-0.005, and one more cut kept at alpha shrank its noise estimate
+    # until it no longer read as a wander (a walk with one 25-sigma jump got a second,
+    # false change).
+    strict = replace(params, alpha=params.strict_alpha)
+    sigma = _prune(x, candidates, strict)[1]
+    by_shift = not wanders(x, sigma) or not wanders(x, _prune(x, candidates, strict, measured=False)[1])
+    if by_shift:
+        cps, sigma, rho = _prune(x, candidates, params)
+    else:  # no measured steps either: they assume a level to wander about
         cps, sigma, rho = _prune(x, candidates, params, by_shift=False, measured=False)
     found = _wandering_jumps(x, cps, sigma, params)
     bounds = [0, *sorted([*cps, *found]), n]
@@ -390,7 +400,8 @@ def _prune_at(x: np.ndarray, cps: list[int], noise_for, params: DetectorParams,
     """Drop changes, weakest first, until each passes both floors and alpha (p corrected
     for autocorrelation; by_shift: the shift of medians may stand in for ranks where the
     autocorrelation correction, not the separation, holds them back, see
-    `fixed_split_pvalue`). noise_for(cp) gives the (sigma, rho) that cp is tested with."""
+    `fixed_split_pvalue`; strict_alpha for a level of the newest TAIL_MAX runs, as in
+    stage 4). noise_for(cp) gives the (sigma, rho) that cp is tested with."""
     cps = list(cps)
     while cps:
         bounds = [0, *cps, len(x)]
@@ -400,7 +411,9 @@ def _prune_at(x: np.ndarray, cps: list[int], noise_for, params: DetectorParams,
             left, right = x[bounds[i]:cp], x[cp:bounds[i + 2]]
             ratio = _floor_ratio(left, right, sigma, params)
             p = fixed_split_pvalue(left, right, rho, sigma if by_shift else None)
-            failing = p > params.alpha or (
+            # a level of the newest TAIL_MAX runs is asked about every night: strict_alpha
+            level = params.strict_alpha if cp >= len(x) - TAIL_MAX else params.alpha
+            failing = p > level or (
                 ratio < 1.0 and not (measured and _measured_step(left, right, sigma, rho, params)))
             if failing and ratio < worst_score:
                 worst, worst_score = i, ratio

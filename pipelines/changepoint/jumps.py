@@ -16,7 +16,7 @@ stationary perf history, with or without its changes, does not reach it.
   the increment itself and its neighbours left out (a jump spread over two runs must not
   widen its own yardstick). The median is the local trend.
 - Significance: the increment's deviation from the local trend in those units, Gaussian
-  two-sided p times the number of increments (Bonferroni), at most alpha. Consecutive
+  two-sided p times the number of increments (Bonferroni), at most strict_alpha. Consecutive
   significant increments of the same sign are one jump.
 - It must leave a level and hold the new one: at least min_segment runs since the
   previous significant increment (else it is the return of a spike), and over the
@@ -74,7 +74,7 @@ def jumps(x: np.ndarray, params: DetectorParams) -> list[tuple[int, float, float
         return []
     trend, dev, z = _local_deviations(d)
     p = np.minimum(1.0, 2.0 * ndtr(-np.abs(z)) * m)
-    flagged = p <= params.alpha
+    flagged = p <= params.strict_alpha
     period = _season(d)
     out = []
     level_since = 0  # first run of the level the next jump leaves

@@ -32,7 +32,16 @@ class DetectorParams:
         time (measured: 2.5 gave 77-86 % recall by the 4th run, 2.0 gave 85-93 %). False
         alarms are held down by alpha, which already accounts for autocorrelation and
         the search.
-    alpha: largest p-value (autocorrelation- and search-corrected) of a kept change.
+    alpha: largest p-value (autocorrelation- and search-corrected) of a change kept in
+        the history's body (stages 1-3). 0.005 spends a part of the false-alarm budget
+        (0.5 confirmed false alarms per 1,000 change-free nights, counted over whole
+        histories; at 0.005 about 0.04 were measured): each history of a few hundred
+        runs is one look at its body. Where many series are mined each night, the
+        family's FDR (pipelines.mining.regressions) stands on top of it.
+    alpha_strict: the level of the two tests that see the same runs again and again or
+        that a wander fools most easily: the newest-runs test (asked every night of the
+        last 1-5 runs) and the jump test of a series that wanders (stage 5). The smaller
+        of it and alpha is used (`strict_alpha`).
     min_segment: fewest runs in a confirmed segment; shorter bursts are not a level.
     confirm_points: a change starting within the last this-many runs is provisional (so
         is a new level of up to 5 newest runs that is not yet significant, see detect).
@@ -51,7 +60,8 @@ class DetectorParams:
 
     min_rel_change: float = 0.02
     min_sigma: float = 2.0
-    alpha: float = 0.001
+    alpha: float = 0.005
+    alpha_strict: float = 0.001
     min_segment: int = 3
     confirm_points: int = 2
     higher_is_worse: bool = True
@@ -61,13 +71,18 @@ class DetectorParams:
     def __post_init__(self) -> None:
         if self.min_segment < 2:
             raise ValueError(f"min_segment must be >= 2, got {self.min_segment}")
-        if not 0 < self.alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if not 0 < self.alpha < 1 or not 0 < self.alpha_strict < 1:
+            raise ValueError(f"alpha and alpha_strict must be in (0, 1), got {self.alpha}, {self.alpha_strict}")
         if self.min_rel_change < 0 or self.min_sigma < 0 or self.confirm_points < 0:
             raise ValueError("min_rel_change, min_sigma and confirm_points must be >= 0")
         if not 0 <= self.min_rel_change_measured <= self.min_rel_change or \
                 not 0 <= self.min_sigma_measured <= self.min_sigma:
             raise ValueError("the measured floors must be >= 0 and at most min_rel_change / min_sigma")
+
+    @property
+    def strict_alpha(self) -> float:
+        """The level of the newest-runs and wander-jump tests: min(alpha, alpha_strict)."""
+        return min(self.alpha, self.alpha_strict)
 
 
 @dataclass(frozen=True)
@@ -83,7 +98,7 @@ class Change:
         p_value: two-sided, corrected for autocorrelation and for the split search.
         provisional: among the newest runs and not (yet) significant: within the last
         confirm_points runs, or a level of up to 5 runs that clears the floors run by
-        run without reaching alpha. It asks for a rerun rather than a person.
+        run without reaching strict_alpha. It asks for a rerun rather than a person.
     """
 
     index: int

@@ -42,7 +42,7 @@ SPARE_FROM = 4
 YOUNG_MAX = LOCAL_RUNS
 # A young level of up to MEASURED_TAIL runs under the default relative floor may be
 # reported on the measured one (min_rel_change_measured): confirmed where the rank test
-# reaches alpha, flagged (provisional) only where its median clears MEASURED_FLAG times
+# reaches strict_alpha, flagged (provisional) only where its median clears MEASURED_FLAG times
 # the measured floor, i.e. 3 sigma for 2-5 runs, the size of step the detector promises
 # (at 1.0, i.e. 2 sigma, reruns of change-free Gaussian histories doubled).
 MEASURED_TAIL = TAIL_MAX
@@ -87,7 +87,7 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
       would place the change late. Where the history strays on the step's side, or on
       neither, a noisy old run is as likely the first of the "longer level", and the
       1-2-run level stands (preferring the longer level there cost recall at c+1).
-    - A longer m is reported when significant at alpha (not provisional; the longest
+    - A longer m is reported when significant at strict_alpha (not provisional; the longest
       such m wins). Failing that, a level of 3-5 runs that passes run by run is
       reported as provisional (where several do, the one with the smallest p, i.e. the
       best-placed start): a level seen for a few runs is often not yet significant in
@@ -98,7 +98,7 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
     """
     start = cps[-1] if cps else 0
     n = len(x)
-    # A level of 3-5 runs that the rank test confirms (p <= alpha) is held to the
+    # A level of 3-5 runs that the rank test confirms (p <= strict_alpha) is held to the
     # measured relative floor (its noise-units floor stays min_sigma); a provisional
     # flag, and a level of 1-2 runs or past TAIL_MAX, to the default one: with 0.5 %
     # there, 2-4 runs past 1 sigma on one side of a 0.5 %-noise history were flagged
@@ -114,7 +114,7 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
         level = level_before(x[start:n - m], float(np.median(new)))
         scale = noise_sigma(x, [*cps, n - m]) if m > params.confirm_points else sigma
         # under the default relative floor a level of up to TAIL_MAX runs may still be
-        # reported on the measured one (`measured` above): confirmed at alpha, or flagged
+        # reported on the measured one (`measured` above): confirmed at strict_alpha, or flagged
         # where its median clears MEASURED_FLAG times the measured floor
         reach = (lone_run_factor(x[start:n - 1], level, float(np.sign(new[0] - level)), scale, params)
                  if m == 1 else 1.0)
@@ -158,7 +158,7 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
             if firm is not None and firm[4] == side:
                 return firm[:4]  # the 1-2 runs are the end of a longer level
             return n - m, p, level, True
-        if p <= params.alpha and m <= TAIL_MAX:
+        if p <= params.strict_alpha and m <= TAIL_MAX:
             return n - m, p, level, False
         if not flag:
             continue
