@@ -354,11 +354,7 @@ def _prune(x: np.ndarray, candidates: list[int], params: DetectorParams,
     """
     sigma, rho = noise_sigma(x, candidates), noise_rho(x, candidates)
     strong = _strong_candidates(x, candidates, sigma, params)
-
-    def first(cp: int) -> tuple[float, float]:
-        return sigma, rho
-
-    noise_for = first
+    noise_for = _noise_with(x, None, sigma, rho)
     for _ in range(REFITS):
         cps = _prune_at(x, candidates, noise_for, params, by_shift, measured)
         kept = sorted({*cps, *strong})
@@ -372,10 +368,12 @@ def _prune(x: np.ndarray, candidates: list[int], params: DetectorParams,
     return cps, sigma, rho
 
 
-def _noise_with(x: np.ndarray, kept: list[int], sigma: float, rho: float):
-    """cp -> (sigma, rho) of the segmentation `kept` with cp added, each at least the
-    given figures."""
+def _noise_with(x: np.ndarray, kept: list[int] | None, sigma: float, rho: float):
+    """cp -> (sigma, rho) to test cp with: the given figures, or with `kept`, those of
+    the segmentation `kept` with cp added, each at least the given figures."""
     def noise(cp: int) -> tuple[float, float]:
+        if kept is None:
+            return sigma, rho
         cuts = sorted({*kept, cp})
         return max(sigma, noise_sigma(x, cuts)), max(rho, noise_rho(x, cuts))
     return noise
