@@ -185,13 +185,13 @@ def test_a_new_levels_slow_mode_night_does_not_push_the_change_late():
 
 
 def test_the_search_places_a_step_at_its_run_even_when_the_runs_before_it_rank_high():
-    from pipelines.changepoint.detector import _search
+    from pipelines.changepoint.search import search
 
     # x[38] and x[39] happen to be the two highest runs of the old level: by ranks alone,
     # the split at 38 separates best (it was found there, and then pruned).
     x = _gaussian(46, sigma=0.005)
     x[40:] += 0.10
-    assert _search(x, DetectorParams()) == [40]
+    assert search(x, DetectorParams()) == [40]
 
 
 def test_a_step_is_reported_on_every_night_from_its_first():

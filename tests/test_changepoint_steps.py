@@ -120,10 +120,10 @@ def test_the_search_over_split_positions_is_corrected_to_its_nominal_level():
     # runs the corrected p of the best split is <= 0.05 in about 5 % of 60-run series.
     # Bonferroni over the 55 positions (the correction before) gave about 1 %: its
     # alpha was worth a fifth of what it said.
-    from pipelines.changepoint.detector import _best_split
+    from pipelines.changepoint.search import best_split
 
     rng = np.random.default_rng(4)
-    p = np.array([_best_split(rng.standard_normal(60), 3)[1] for _ in range(2000)])
+    p = np.array([best_split(rng.standard_normal(60), 3)[1] for _ in range(2000)])
     assert 0.035 <= float(np.mean(p <= 0.05)) <= 0.065
 
 

@@ -18,7 +18,7 @@ How it decides, in five stages:
    single split overall, but each of its steps stands out locally. Ranks make the search blind to outlier size
    and tails; a candidate is then moved to the split where cutting the 10 runs either
    side gains most in absolute deviation (ranks say that a change is there, magnitudes
-   place it; `_refine`).
+   place it; `search.refine`).
    Autocorrelation is not corrected for here: it is a property of the noise, and is
    measured once the level changes are known.
 2. Noise: the robust scale (1.4826 x MAD) and the lag-1 autocorrelation of the ranks
@@ -54,8 +54,8 @@ How it decides, in five stages:
    whose spared run is explained by the history's slow side, see `tail_change`). A
    level of 6-10 runs that the search has not confirmed yet stays reported, provisional.
 
-This module holds stages 1 and 3 and the follow-up of a known change; the rank tests
-are in `ranks`, the noise estimates in `noise`, stage 4 in `newest`, stage 5 in
+This module holds stage 3 and the follow-up of a known change; stage 1 is in
+`search`, the rank tests in `ranks`, the noise estimates in `noise`, stage 4 in `newest`, stage 5 in
 `jumps`, the parameters and result type in `model`, and family-wide FDR control in
 `fdr`. The public API (from
 `pipelines.changepoint`) is `DetectorParams`, `Change`, `detect`, `bh_adjust` and
@@ -72,8 +72,9 @@ import numpy as np
 from pipelines.changepoint.jumps import jumps, wanders
 from pipelines.changepoint.model import LOCAL_RUNS, Change, DetectorParams, describe, effect_floor
 from pipelines.changepoint.newest import TAIL_MAX, tail_change
-from pipelines.changepoint.noise import MAD_TO_SIGMA, noise_rho, noise_sigma
-from pipelines.changepoint.ranks import MAX_RHO, fixed_split_pvalue, searched_p, split_raw_p, split_z
+from pipelines.changepoint.noise import noise_rho, noise_sigma
+from pipelines.changepoint.ranks import MAX_RHO, fixed_split_pvalue
+from pipelines.changepoint.search import search
 
 # Pruning starts over at most this many times with the noise re-measured on the
 # changes that survived (see _prune).
@@ -91,10 +92,6 @@ MEASURED_RUNS = 10
 # measured floor: a level change, not a slow drift cut in two.
 STEP_RUNS = 60
 STEP_Z = 3.0
-# A candidate is placed within NEAR_RUNS of the rank statistic's split unless a split
-# farther away gains MOVE_Z noise widths x sqrt(LOCAL_RUNS) more (`_refine`).
-NEAR_RUNS = 3
-MOVE_Z = 2.0
 
 
 def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]:
@@ -112,7 +109,7 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
     n = len(x)
     if n < params.min_segment + 1:
         return []
-    candidates = _search(x, params)
+    candidates = search(x, params)
     # A series that wanders is left to stage 5's increments; the shift test of stage 3
     # assumes noise with a level to wander about (AR(1), rho <= MAX_RHO).
     # It wanders when it does about the changes kept on the default floors and about
@@ -167,7 +164,7 @@ def _before_young_level(x: np.ndarray, start: int, young: int, params: DetectorP
     if young - start < 2 * params.min_segment + 1:
         return []
     seg = x[start:young]
-    cps, _, _ = _prune(seg, _search(seg, params), params)
+    cps, _, _ = _prune(seg, search(seg, params), params)
     return [start + c for c in cps]
 
 
@@ -179,127 +176,6 @@ def _wandering_jumps(x: np.ndarray, cps: list[int], sigma: float,
         return {}
     return {cp: (p, before) for cp, p, before in jumps(x, params)
             if all(abs(cp - c) > LOCAL_RUNS // 2 for c in cps)}
-
-
-# --- stage 1: search ---------------------------------------------------------------
-
-def _best_split(seg: np.ndarray, min_segment: int) -> tuple[int, float] | None:
-    """The most significant split of seg (index into seg, p corrected for the search
-    over positions but not for autocorrelation), or None.
-
-    Not for autocorrelation, because estimated here, from one split of a segment that
-    may hold several changes, it mostly measures those other changes: their residuals
-    stay on one side for long stretches. Corrected that way, a series with many steps
-    (TCPD's well_log) was never split below its first level."""
-    n = len(seg)
-    if n < 2 * min_segment:
-        return None
-    ks = np.arange(min_segment, n - min_segment + 1)
-    z, _ = split_z(seg, ks)
-    i = int(np.argmax(np.abs(z)))
-    if z[i] == 0.0:
-        return None
-    k = int(ks[i])
-    return k, searched_p(split_raw_p(seg, k, float(z[i])), 0.0, n, min_segment, n - min_segment)
-
-
-def _seeded_intervals(n: int, shortest: int) -> list[tuple[int, int]]:
-    """Seeded intervals (Kovacs et al., "Seeded binary segmentation", 2023) inside
-    [0, n): at each scale, intervals of half the previous length, overlapping by half,
-    down to `shortest` runs; the whole range itself is left out."""
-    out = []
-    length = n / 2.0
-    while length >= shortest:
-        count = int(np.ceil(2 * n / length)) - 1
-        step = (n - length) / max(count - 1, 1)
-        for i in range(count):
-            lo = int(np.floor(i * step))
-            out.append((lo, min(n, int(np.ceil(lo + length)))))
-        length /= 2.0
-    return sorted(set(out))
-
-
-def _best_seeded_split(seg: np.ndarray, min_segment: int) -> tuple[int, float, int, int] | None:
-    """The most significant split found inside any seeded sub-interval of seg (index
-    into seg, p corrected for the positions searched in that interval and for the number
-    of intervals, and the interval [lo, hi) it was found in), or None."""
-    intervals = _seeded_intervals(len(seg), 4 * min_segment)
-    best = None
-    for lo, hi in intervals:
-        found = _best_split(seg[lo:hi], min_segment)
-        if found is not None and (best is None or found[1] < best[1]):
-            best = (lo + found[0], found[1], lo, hi)
-    if best is None:
-        return None
-    return best[0], min(1.0, best[1] * len(intervals)), best[2], best[3]
-
-
-def _refine(seg: np.ndarray, k: int, min_segment: int) -> int:
-    """Where to place a candidate the rank statistic found at split k of seg: the split
-    where cutting the LOCAL_RUNS runs either side in two lowers their absolute deviation
-    from their median(s) the most, taken within NEAR_RUNS of k unless a split farther
-    away gains clearly more (by MOVE_Z noise widths times sqrt(LOCAL_RUNS): the
-    spread of that gain over pure noise).
-
-    The rank statistic finds that a change is there, but it is blind to magnitude and
-    can misplace it: where the last runs before a step happen to be the highest of the
-    old level, moving them to the new side improves the ranks' separation (a 20-sigma
-    step at 40 was split at 38). Once the two sides are wholly apart, the standardised
-    statistic grows towards the middle of the segment however far that is from the
-    step, and under autocorrelated noise the wander inside a long new level can outrank
-    the step itself (a 36-sigma step 10 runs into a 67-run segment had its largest
-    statistic at run 30). A misplaced split leaves old runs in the new segment, which
-    read as autocorrelation, and pruning dropped the change. The gain is local because
-    a segment may hold more than one change: with the whole segment's medians, every
-    split outside a 28-run burst in a 97-run segment costs the same. Absolute
-    deviations weigh magnitudes but not single outliers.
-
-    Why a far move must win clearly: for a small step (under 2 noise widths) the local
-    gain at the step is no larger than the noise's best elsewhere in a long segment, so
-    the best gain anywhere moved a 1.7-sigma step at run 201 of 254 (rank p 4e-12 there)
-    to run 213, and it was lost. Large steps, and TCPD's trends, still move."""
-    def dev(v: np.ndarray) -> float:
-        return float(np.abs(v - np.median(v)).sum())
-
-    def gain(j: int) -> float:
-        left, right = seg[max(0, j - LOCAL_RUNS):j], seg[j:j + LOCAL_RUNS]
-        return dev(np.concatenate([left, right])) - dev(left) - dev(right)
-
-    splits = range(min_segment, len(seg) - min_segment + 1)
-    gains = {j: gain(j) for j in splits}
-    def best(js):
-        return max(js, key=lambda j: (gains[j], -abs(j - k)))
-
-    anywhere = best(splits)
-    near = [j for j in splits if abs(j - k) <= NEAR_RUNS]
-    if not near:
-        return anywhere
-    here = best(near)
-    # noise width from run-to-run differences: a step or a trend barely moves it
-    width = MAD_TO_SIGMA * float(np.median(np.abs(np.diff(seg)))) / np.sqrt(2)
-    return anywhere if gains[anywhere] - gains[here] > MOVE_Z * width * np.sqrt(LOCAL_RUNS) else here
-
-
-def _search(x: np.ndarray, params: DetectorParams) -> list[int]:
-    """Candidate changes: binary segmentation by significance alone (autocorrelation,
-    the floors and the final alpha are applied in _prune). A segment without a
-    significant split overall is searched once more in its seeded sub-intervals."""
-    cps: list[int] = []
-    stack = [(0, len(x))]
-    while stack:
-        a, b = stack.pop()
-        found = _best_split(x[a:b], params.min_segment)
-        lo, hi = a, b  # where the split was found, and is placed (_refine)
-        if found is None or found[1] > params.alpha:
-            seeded = _best_seeded_split(x[a:b], params.min_segment)
-            if seeded is not None:
-                found, lo, hi = (seeded[0] - seeded[2], seeded[1]), a + seeded[2], a + seeded[3]
-        if found is None or found[1] > params.alpha:
-            continue
-        cp = lo + _refine(x[lo:hi], found[0], params.min_segment)
-        cps.append(cp)
-        stack += [(a, cp), (cp, b)]
-    return sorted(cps)
 
 
 # --- stage 3: pruning (stage 2, the noise, is measured in pipelines.changepoint.noise) -
