@@ -143,10 +143,10 @@ def test_changepoint_oracle_option_runs(tmp_path):
     assert power[(0.001, "3")] < power[(0.024, "3")]  # a stricter threshold costs power
 
 
-@pytest.mark.slow  # 20 TCPD evaluations, 3-4 minutes: the end-to-end tier
+@pytest.mark.slow  # 20 TCPD evaluations, 6-7 minutes: the end-to-end tier
 def test_changepoint_stage5_sensitivity_option_runs(tmp_path):
     _tcpd_dir_or_skip(_changepoint_eval())
-    sens = _run(["benchmarks/changepoint_eval.py", "--sensitivity"], tmp_path, timeout=600)
+    sens = _run(["benchmarks/changepoint_eval.py", "--sensitivity"], tmp_path, timeout=1200)
     assert sum(ln.strip().startswith(("WINDOW", "WANDER_RATIO", "SEASONAL_ACF", "MAX_ZERO_SHARE"))
                for ln in sens.splitlines()) == 20
 

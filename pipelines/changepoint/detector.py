@@ -66,6 +66,7 @@ change already reported (pipelines.mining.regressions).
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -246,7 +247,9 @@ def _prune(x: np.ndarray, candidates: list[int], params: DetectorParams,
 
 def _noise_with(x: np.ndarray, kept: list[int] | None, sigma: float, rho: float):
     """cp -> (sigma, rho) to test cp with: the given figures, or with `kept`, those of
-    the segmentation `kept` with cp added, each at least the given figures."""
+    the segmentation `kept` with cp added, each at least the given figures. Cached per
+    cp: pruning asks again for every candidate after each drop."""
+    @lru_cache(maxsize=None)
     def noise(cp: int) -> tuple[float, float]:
         if kept is None:
             return sigma, rho
