@@ -71,7 +71,7 @@ def test_tcpd_directory_is_found_beside_the_checkout_or_through_the_environment(
 def test_no_machine_path_in_the_changepoint_evaluation():
     machine_path = re.compile(r"""["' ](/(work|home|root|tmp|Users)/)""")
     for path in ("benchmarks/changepoint_eval.py", "benchmarks/changepoint_nightly.py",
-                 "benchmarks/changepoint_otava.py", "tests/test_benchmarks.py", "benchmarks/NOTES-changepoint.md",
+                 "benchmarks/changepoint_otava.py", "benchmarks/changepoint_matched.py", "tests/test_benchmarks.py", "benchmarks/NOTES-changepoint.md",
                  "docs/regressions.md"):
         assert not machine_path.search((REPO / path).read_text()), path
 
@@ -132,6 +132,40 @@ def test_changepoint_hold_option_reports_a_share_per_night(tmp_path):
     rows = {ln.split()[0]: [float(v) for v in ln.split()[1:]] for ln in out.splitlines()
             if ln.split() and ln.split()[0] in ("gaussian", "student_t3", "bimodal", "ar1_0.5")}
     assert len(rows) == 4 and all(len(v) == 16 and all(0.0 <= f <= 1.0 for f in v) for v in rows.values())
+
+
+def _row(method, level, recall, fa, family_recall, family_fa):
+    return {"method": method, "level": level,
+            "score": {"all": (recall, 10), "fa_quiet": fa, "family": {"ar1": (family_recall, 5)},
+                      "fa_quiet_family": {"ar1": family_fa}}}
+
+
+def test_matched_comparison_takes_the_best_setting_within_the_false_alarm_budget():
+    _changepoint_eval()  # puts benchmarks/ on the path of its helper modules
+    import changepoint_matched as matched
+
+    rows = [_row("otava", 1e-3, 0.90, 6.0, 0.95, 20.0),  # the most recall, 12x over the budget
+            _row("otava", 1e-5, 0.80, 0.4, 0.70, 1.2),
+            _row("otava", 1e-8, 0.70, 0.1, 0.60, 0.3),
+            _row("ours", 5e-3, 0.85, 0.5, 0.75, 0.5)]  # exactly at the budget counts as within
+    assert matched.best_within(rows, "otava")["level"] == 1e-5
+    assert matched.best_within(rows, "ours")["level"] == 5e-3
+    # per family, the budget is judged on that family's change-free histories alone
+    assert matched.best_within(rows, "otava", family="ar1")["level"] == 1e-8
+    assert matched.best_within(rows, "otava", budget=0.05) is None
+
+
+def test_matched_comparison_script_scores_each_level_of_the_detector(tmp_path):
+    env = {**os.environ, "PERFLAKE_OTAVA_PYTHON": str(tmp_path / "no-otava")}  # the detector's rows alone
+    proc = subprocess.run([sys.executable, "benchmarks/changepoint_matched.py", "--series", "3", "--procs", "1"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    _changepoint_eval()
+    import changepoint_matched as matched
+
+    rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("perflake detect ")]
+    assert len(rows) == len(matched.DETECTOR_ALPHAS)
+    assert "otava 0.8: no setting within the budget" in proc.stdout  # said, not left out
 
 
 def test_changepoint_oracle_option_runs(tmp_path):
