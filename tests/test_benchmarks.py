@@ -71,8 +71,8 @@ def test_tcpd_directory_is_found_beside_the_checkout_or_through_the_environment(
 def test_no_machine_path_in_the_changepoint_evaluation():
     machine_path = re.compile(r"""["' ](/(work|home|root|tmp|Users)/)""")
     for path in ("benchmarks/changepoint_eval.py", "benchmarks/changepoint_nightly.py",
-                 "benchmarks/changepoint_otava.py", "benchmarks/changepoint_matched.py", "tests/test_benchmarks.py", "benchmarks/NOTES-changepoint.md",
-                 "docs/regressions.md"):
+                 "benchmarks/changepoint_otava.py", "benchmarks/changepoint_matched.py", "tests/test_benchmarks.py",
+                 "benchmarks/NOTES-changepoint.md", "docs/regressions.md"):
         assert not machine_path.search((REPO / path).read_text()), path
 
 
