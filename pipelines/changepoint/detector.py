@@ -72,6 +72,7 @@ import numpy as np
 
 from pipelines.changepoint.jumps import jumps, wanders
 from pipelines.changepoint.model import LOCAL_RUNS, Change, DetectorParams, describe, effect_floor
+from pipelines.changepoint.modes import second_mode_runs
 from pipelines.changepoint.newest import TAIL_MAX, tail_change
 from pipelines.changepoint.noise import noise_rho, noise_sigma
 from pipelines.changepoint.ranks import MAX_RHO, fixed_split_pvalue
@@ -130,7 +131,8 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
     else:  # no measured steps either: they assume a level to wander about
         cps, sigma, rho = _prune(x, candidates, params, by_shift=False, measured=False)
     found = _wandering_jumps(x, cps, sigma, params)
-    bounds = [0, *sorted([*cps, *found]), n]
+    main = _main_mode_changes(x, cps, params) if by_shift else {}
+    bounds = [0, *sorted([*cps, *found, *main]), n]
     tail = tail_change(x, bounds[1:-1], sigma, params)
     if tail is not None:
         earlier = _before_young_level(x, bounds[-2], tail[0], params)
@@ -143,6 +145,10 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
         if cp in found:
             p, before = found[cp]
             changes.append(describe(int(kept[cp]), before, right, sigma, p, False, params))
+            continue
+        if cp in main:
+            p, before, after = main[cp]
+            changes.append(describe(int(kept[cp]), before, after, sigma, p, False, params))
             continue
         changes.append(describe(int(kept[cp]), float(np.median(left)), right, sigma,
                                  fixed_split_pvalue(left, right, rho, sigma if by_shift else None),
@@ -167,6 +173,33 @@ def _before_young_level(x: np.ndarray, start: int, young: int, params: DetectorP
     seg = x[start:young]
     cps, _, _ = _prune(seg, search(seg, params), params)
     return [start + c for c in cps]
+
+
+def _main_mode_changes(x: np.ndarray, cps: list[int],
+                       params: DetectorParams) -> dict[int, tuple[float, float, np.ndarray]]:
+    """Stages 1-3 once more, on the runs at the main mode of a history that has a second
+    mode (`modes.second_mode_runs`): position -> (p-value, level before, runs after, all
+    at the main mode) of each change found there in the history's body (before the
+    newest TAIL_MAX runs, which stage 4 asks about) and more than LOCAL_RUNS runs from
+    every change kept on all runs (a large step moves the running median late, and its
+    first runs read as the second mode: it must not be found twice)."""
+    slow = second_mode_runs(x, cps)
+    if slow is None:
+        return {}
+    at_main = np.flatnonzero(~slow)
+    xm = x[at_main]
+    if len(xm) < 2 * params.min_segment + 1:
+        return {}
+    found, sigma, rho = _prune(xm, search(xm, params), params)
+    bounds = [0, *found, len(xm)]
+    out = {}
+    for i, c in enumerate(found):
+        cp = int(at_main[c])
+        if cp >= len(x) - TAIL_MAX or any(abs(cp - k) <= LOCAL_RUNS for k in cps):
+            continue
+        left, right = xm[bounds[i]:c], xm[c:bounds[i + 2]]
+        out[cp] = (fixed_split_pvalue(left, right, rho, sigma), float(np.median(left)), right)
+    return out
 
 
 def _wandering_jumps(x: np.ndarray, cps: list[int], sigma: float,
