@@ -48,15 +48,34 @@ HEAVY = "2026-08-08"
 QUERY_TIMEOUT_S = 40
 
 
+def _fast_tier_selected(session: pytest.Session) -> bool:
+    """Whether any selected test of this module outside the slow tier uses the deployment
+    (the soak and the tests that read its tables)."""
+    return any(item.module.__name__ == __name__ and "deployment" in item.fixturenames
+               and item.get_closest_marker("slow") is None for item in session.items)
+
+
 @pytest.fixture(scope="module")
-def deployment():
+def deployment(request):
     """The services up on a fresh lake, and its first night run as the soak (fast tier,
     bounded, loopback only): (a) a nightly sweep over three simulated pools and (b) a new
     GPU's backfill, both through the services' Airflow at once, while (c) one client
     queries JDBC every second and another runs `perflake sql` every 10 s, from the night's
     first publication (a fresh lake has no table to query before it) to the end of both
-    runs. Down and deleted at the end. benchmarks/services_soak.py is the longer version."""
+    runs. Down and deleted at the end. benchmarks/services_soak.py is the longer version.
+
+    A run of the slow tests alone (`make test-full`'s second half) needs only a published
+    night: there the services come up without Airflow and one night is landed and mined
+    by `perflake mine`; the soak (12 min on two cores with its query clients, and its
+    Airflow daemons taking CPU from every later mine) ran in the fast tier already."""
     require_packages()
+    if not _fast_tier_selected(request.session):
+        with ServicesLake.create(settings={"PERFLAKE_SQL_QUERY_TIMEOUT_S": str(QUERY_TIMEOUT_S)},
+                                 with_airflow=False) as dep:
+            dep.land(NIGHT)
+            dep.perflake("mine", "--date", NIGHT, timeout=1500)
+            yield dep
+        return
     with ServicesLake.create(settings={"PERFLAKE_SQL_QUERY_TIMEOUT_S": str(QUERY_TIMEOUT_S)}) as dep:
         dep.unpause("nightly_sweep", "backfill_hardware")
         clients = QueryClients(dep, cli_period_s=10.0, after_first_publication=True).start()
