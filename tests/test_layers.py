@@ -4,6 +4,8 @@ upward import, so the layering cannot erode unnoticed."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,13 @@ def test_the_layer_check_catches_an_upward_import(tmp_path):
 def test_the_library_has_no_loose_modules(top):
     # Every module lives in a domain package: the top of pipelines/ holds packages only.
     assert sorted(p.name for p in (ROOT / top).glob("*.py")) == ["__init__.py"]
+
+
+def test_the_command_line_starts_without_spark_pandas_or_scipy():
+    # Every `perflake` command builds the whole parser first; a heavy import there (pandas,
+    # scipy and pyspark took 3-4 s on two cores) is paid by each command, even `--help`.
+    code = ("import sys; from pipelines.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in ('pyspark', 'pandas', 'scipy', 'duckdb', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"

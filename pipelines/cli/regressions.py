@@ -22,7 +22,7 @@ COMPARE_COLUMNS = ("case_id", "kernel", "dtype", "shape", "verdict", "ratio", "c
 
 
 def register(sub) -> None:
-    from pipelines.query.ab import SELECTABLE
+    from pipelines.query.selectable import SELECTABLE
 
     p = sub.add_parser("regressions", help="the night's regressions and improvements, pooled by what changed")
     p.add_argument("--date", help="night of the change runs, YYYY-MM-DD (default: every night)")
@@ -35,9 +35,9 @@ def register(sub) -> None:
     p.add_argument("file")
     p.add_argument("--column", required=True)
     p.add_argument("--alpha", type=_probability, default=None,
-                   help="largest p-value of a reported change, per history (default 0.001; 0.01 finds more small "
-                        "steps and raises about 3x more false alarms when a history is re-run night by night, "
-                        "see docs/regressions.md)")
+                   help="largest p-value of a reported change in the history's body, per history (default "
+                        "0.005; the newest runs, asked again every night, are held to the smaller of this and "
+                        "0.001). 0.01 finds few more steps and costs TCPD F1; see docs/regressions.md")
     p.set_defaults(func=_cmd_detect)
 
     p = sub.add_parser("compare", help="compare two runs (or two sets of runs) case by case on their raw samples",

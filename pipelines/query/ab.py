@@ -25,11 +25,8 @@ from scipy.stats import mannwhitneyu
 
 from pipelines.changepoint import compare
 from pipelines.changepoint.compare import CONFIDENCE, N_BOOT, SEED, TEST_NAME, bootstrap_median_ranks, verdict_of
+from pipelines.query.selectable import SELECTABLE
 
-# perf.runs columns a side may be selected by.
-SELECTABLE = ("run_id", "pool", "dt", "reason", "suite", "host", "device_kind", "gpu_sku", "gpu_name",
-              "driver_version", "cuda_version", "cudnn_version", "nccl_version", "torch_version",
-              "triton_version", "python_version", "harness_commit", "hardware_fingerprint", "software_fingerprint")
 UNMATCHED = "unmatched"  # the case has samples on one side only
 # The order of the rows a comparison prints (nulls first, as Spark's ascending sort).
 ORDER = ("kernel", "dtype", "shape", "case_id")
