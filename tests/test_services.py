@@ -64,9 +64,9 @@ def deployment(request):
     first publication (a fresh lake has no table to query before it) to the end of both
     runs. Down and deleted at the end. benchmarks/services_soak.py is the longer version.
 
-    A run of the slow tests alone (`make test-full`'s second half) needs only a published
+    A run of the slow tests alone (`make test-full`, CI's second command) needs only a published
     night: there the services come up without Airflow and one night is landed and mined
-    by `perflake mine`; the soak (12 min on two cores with its query clients, and its
+    by `perflake mine`; the soak (9-12 min on two cores with its query clients, and its
     Airflow daemons taking CPU from every later mine) ran in the fast tier already."""
     require_packages()
     if not _fast_tier_selected(request.session):
