@@ -54,8 +54,9 @@ def test_change_free_ar1_series_of_200_points_gives_no_change():
 
 def test_a_shift_below_the_relative_floor_is_reported_only_once_well_measured():
     # A 1 % step is 10 sigma here: only the relative floor can stop it. Seen for 40 runs
-    # either side it clears the measured floor (0.5 %) and is reported; seen for 2 runs
-    # it is flagged for a rerun, not confirmed; a 0.3 % step (3 sigma) is under both.
+    # either side it clears the measured floor (0.2 %) and is reported; seen for 2 runs
+    # it is flagged for a rerun, not confirmed; a 0.15 % step (1.5 sigma, z about 7
+    # between the two 40-run segments) is under the relative floor of both.
     x = _gaussian(80, sigma=0.001)
     x[40:] += 0.01
     (c,) = detect(x)
@@ -66,8 +67,10 @@ def test_a_shift_below_the_relative_floor_is_reported_only_once_well_measured():
     short[38:] += 0.01
     assert [(c.index, c.provisional) for c in detect(short)] == [(38, True)]
     tiny = _gaussian(80, sigma=0.001, seed=2)
-    tiny[40:] += 0.003
+    tiny[40:] += 0.0015
     assert detect(tiny) == []
+    tiny[40:] += 0.0015  # 0.3 %, 3 sigma: over the measured floors
+    assert [(c.index, c.provisional) for c in detect(tiny)] == [(40, False)]
 
 
 def test_a_long_established_step_under_two_sigma_between_segments_is_found():

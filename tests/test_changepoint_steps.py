@@ -115,6 +115,27 @@ def test_a_small_step_between_long_segments_is_found_and_a_drift_is_not_cut():
     assert found >= 23  # 25 of 30 measured; the default floors (2 %, 2 sigma) find none
 
 
+def test_a_step_is_judged_in_noise_units_in_a_quiet_series_as_in_a_noisy_one():
+    # The same 2-sigma step between 40-run segments as a 0.4 % step in 0.2 % noise: the
+    # relative floor (0.2 %) must not stop what the noise-units floors let through in a
+    # noisier series; a drift of 0.05 noise widths per run is confirmed as rarely as
+    # before (1 history in 300 measured, the same one with the old floor and the new).
+    from pipelines.changepoint import DetectorParams
+
+    old = DetectorParams(min_rel_change_measured=0.005)  # the relative floor before 2026-11-26
+    found = found_old = drifts = 0
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        x = 1.0 + 0.002 * rng.standard_normal(80)
+        x[40:] += 0.004
+        found += any(abs(c.index - 40) <= 3 and not c.provisional for c in detect(x))
+        found_old += any(abs(c.index - 40) <= 3 and not c.provisional for c in detect(x, params=old))
+        d = 1.0 + 0.002 * (rng.standard_normal(120) + 0.05 * np.arange(120))
+        drifts += any(not c.provisional for c in detect(d))
+    assert found >= 24 and found_old <= 6  # 27 and 3 of 30 measured
+    assert drifts <= 1  # 1 of these 30 (seed 25), with either floor
+
+
 def test_the_search_over_split_positions_is_corrected_to_its_nominal_level():
     # Siegmund's approximation for the largest of the split statistics: on independent
     # runs the corrected p of the best split is <= 0.05 in about 5 % of 60-run series.

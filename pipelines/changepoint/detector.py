@@ -34,7 +34,7 @@ How it decides, in five stages:
    between the medians of the 10 runs either side (the drift guard). Between long
    segments, whose medians are precise, the noise-units floor shrinks (to half at most);
    the drift guard and the relative floor do not. A change that fails the floors but
-   is significant at alpha is kept on the measured floors (0.5 %, 1 robust sigma) where
+   is significant at alpha is kept on the measured floors (0.2 %, 1 robust sigma) where
    both its segments hold 10 runs or more and its step, net of a slope fitted across
    it, is significant by itself (`_measured_step`: a level change, not a drift cut in
    two; not in a series that wanders). The weakest failing change goes

@@ -100,9 +100,9 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
     n = len(x)
     # A level of 3-5 runs that the rank test confirms (p <= strict_alpha) is held to the
     # measured relative floor (its noise-units floor stays min_sigma); a provisional
-    # flag, and a level of 1-2 runs or past TAIL_MAX, to the default one: with 0.5 %
-    # there, 2-4 runs past 1 sigma on one side of a 0.5 %-noise history were flagged
-    # (a rerun) on nights after a step.
+    # flag, and a level of 1-2 runs or past TAIL_MAX, to the default one: with the
+    # measured floor there, 2-4 runs past 1 sigma on one side of a 0.5 %-noise history
+    # were flagged (a rerun) on nights after a step.
     measured = replace(params, min_rel_change=params.min_rel_change_measured)
     not_yet_significant = older = firm = None
     gap = mode_gap(x[start:n - TAIL_MAX], sigma)  # the history's second mode, if any
