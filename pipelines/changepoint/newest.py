@@ -41,9 +41,9 @@ SPARE_FROM = 4
 # histories; see NOTES-changepoint.md).
 YOUNG_MAX = LOCAL_RUNS
 # A young level of up to MEASURED_TAIL runs under the default relative floor may be
-# reported on the measured one (min_rel_change_measured): confirmed where the rank test
+# reported on the newest runs' own (min_rel_change_newest): confirmed where the rank test
 # reaches strict_alpha, flagged (provisional) only where its median clears MEASURED_FLAG times
-# the measured floor, i.e. 3 sigma for 2-5 runs, the size of step the detector promises
+# that floor, i.e. 3 sigma for 2-5 runs, the size of step the detector promises
 # (at 1.0, i.e. 2 sigma, reruns of change-free Gaussian histories doubled).
 MEASURED_TAIL = TAIL_MAX
 MEASURED_FLAG = 1.5
@@ -99,11 +99,12 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
     start = cps[-1] if cps else 0
     n = len(x)
     # A level of 3-5 runs that the rank test confirms (p <= strict_alpha) is held to the
-    # measured relative floor (its noise-units floor stays min_sigma); a provisional
-    # flag, and a level of 1-2 runs or past TAIL_MAX, to the default one: with the
-    # measured floor there, 2-4 runs past 1 sigma on one side of a 0.5 %-noise history
+    # newest runs' relative floor (its noise-units floor stays min_sigma); a provisional
+    # flag, and a level of 1-2 runs or past TAIL_MAX, to the default one: with that
+    # floor there, 2-4 runs past 1 sigma on one side of a 0.5 %-noise history
     # were flagged (a rerun) on nights after a step.
-    measured = replace(params, min_rel_change=params.min_rel_change_measured)
+    measured = replace(params, min_rel_change=params.min_rel_change_newest,  # (the second keeps it valid)
+                       min_rel_change_measured=min(params.min_rel_change_measured, params.min_rel_change_newest))
     not_yet_significant = older = firm = None
     gap = mode_gap(x[start:n - TAIL_MAX], sigma)  # the history's second mode, if any
     heavy = heavy_side(x[start:n - TAIL_MAX], sigma)  # the side its stray runs fall on
