@@ -78,3 +78,23 @@ def test_outlier_flags_match_numpy_median_and_mad_per_case_and_attempt(spark):
     got = {(r.case_id, r.attempt, r.iteration): r for r in flag_outliers(frame(spark, rows)).collect()}
     assert {k: r.outlier for k, r in got.items()} == expected
     assert all(r.kept == (not r.throttled and not r.outlier) for r in got.values())
+
+
+def test_the_hardware_catalog_is_published_again_only_when_it_changed(spark, lake):
+    # Every mine upserts kernels_bench's hardware catalog; rows the table already holds
+    # would only write a new snapshot under the table's lock, so the mine asks first.
+    from pyspark.sql import functions as F
+
+    from jobs.mine import hardware_frame
+    from pipelines.warehouse import catalog
+    from schemas.tables import HARDWARE
+
+    hardware = hardware_frame(spark)
+    catalog.replace_by_key(spark, lake, hardware, HARDWARE)  # what the first mine of a lake does
+    assert catalog.holds(spark, hardware, HARDWARE)
+    sku = hardware.where(F.col("board_power_w").isNotNull()).first().sku
+    hotter = hardware.withColumn("board_power_w", F.when(F.col("sku") == sku, F.col("board_power_w") + 1)
+                                 .otherwise(F.col("board_power_w")))
+    assert not catalog.holds(spark, hotter, HARDWARE)
+    new_gpu = hardware.limit(1).withColumn("sku", F.lit("NEW-GPU-TEST"))
+    assert not catalog.holds(spark, hardware.unionByName(new_gpu), HARDWARE)
