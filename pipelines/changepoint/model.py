@@ -59,9 +59,10 @@ class DetectorParams:
         under 0.5 % of its level it bound before the 1-sigma floor, so the same step in
         noise units was found in noisy series and dropped in quiet ones (a 2-sigma step
         of 0.4 % between 40-run segments, median p 3e-9: confirmed in 3 of 30 draws,
-        27 at 0.2 %; tests/test_changepoint_steps.py). At 0.2 % the floors act in noise units
-        down to 0.2 % noise (the drift checks, run at 0.5-2 % noise, measure exactly
-        that behaviour), and a shift under 0.2 % of the level is still not reported.
+        27 at 0.2 %; tests/test_changepoint_steps.py). At 0.2 % the floors act in
+        noise units down to 0.2 % noise (the drift checks, run at 0.5-2 % noise,
+        measure exactly that behaviour), and a shift under 0.2 % of the level is still
+        not reported.
     min_rel_change_newest: the relative floor of a young level of up to 5 newest runs
         that fails min_rel_change (`newest.tail_change`; its noise-units floor stays
         min_sigma): reported confirmed where significant at strict_alpha, flagged where

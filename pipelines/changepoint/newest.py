@@ -103,7 +103,8 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float,
     # flag, and a level of 1-2 runs or past TAIL_MAX, to the default one: with that
     # floor there, 2-4 runs past 1 sigma on one side of a 0.5 %-noise history
     # were flagged (a rerun) on nights after a step.
-    measured = replace(params, min_rel_change=params.min_rel_change_newest,  # (the second keeps it valid)
+    # (min_rel_change_measured comes down with it: DetectorParams holds it to <= min_rel_change)
+    measured = replace(params, min_rel_change=params.min_rel_change_newest,
                        min_rel_change_measured=min(params.min_rel_change_measured, params.min_rel_change_newest))
     not_yet_significant = older = firm = None
     gap = mode_gap(x[start:n - TAIL_MAX], sigma)  # the history's second mode, if any
