@@ -79,13 +79,17 @@ def test_simulated_rows_are_labelled_and_cpu_rows_are_not(nightly, spark):
 
 def test_rerunning_the_mine_for_the_date_changes_nothing(nightly, spark, lake):
     from jobs.mine import mine
+    from pipelines.warehouse import snapshots
 
     _, run_ids = nightly
     q = f"SELECT count(*) AS c, sum(median_ns) AS s FROM perf.case_stats WHERE dt = '2030-01-02'"
     before = spark.sql(q).collect()[0]
+    hardware = snapshots.current(lake.table_path("hardware"))
     mine(spark, lake, "2030-01-02")
     after = spark.sql(q).collect()[0]
     assert (after.c, after.s) == (before.c, before.s)
+    # the hardware catalog did not change: no new snapshot of it (catalog.holds)
+    assert hardware is not None and snapshots.current(lake.table_path("hardware")) == hardware
     assert spark.sql("SELECT count(*) FROM perf.samples WHERE dt = '2030-01-02'").collect()[0][0] == \
         sum(pq.ParquetFile(f).metadata.num_rows for f in (lake.landing / "samples" / "dt=2030-01-02").rglob("*.parquet"))
 
