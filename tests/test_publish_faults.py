@@ -1,7 +1,8 @@
-"""Publishing tables safely: an unpartitioned table is replaced by a new snapshot behind a
-pointer (pipelines/warehouse/snapshots.py), so a publisher killed in the middle of its write
-leaves the previous version whole for both engines, and the re-run completes. Readers
-never see Spark's work directories.
+"""Publishing tables safely: an unpartitioned table, or each partition of a partitioned one,
+is replaced by a new snapshot behind a pointer (pipelines/warehouse/snapshots.py), so a
+publisher killed in the middle of its write leaves the previous version whole for both
+engines, the re-run completes, and a reader that listed a version's files a moment
+before a publish can still read them. Readers never see Spark's work directories.
 
 The killed publisher is a real process with its own Spark session and lake (the shared
 test session holds the shared lake's metastore), killed with SIGKILL together with its
@@ -10,11 +11,13 @@ JVM while its tasks are writing Parquet files.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -85,10 +88,10 @@ def duckdb_count(lake: Lake, table: str) -> int:
 
 
 def writing(table_dir: Path) -> Path | None:
-    """Where a publish is writing files: a snapshot directory that is not live, or
-    Spark's staging directory of a dynamic partition overwrite."""
+    """Where a publish is writing files: a snapshot directory that is not live, or the
+    staging directory of a partitioned publish."""
     live = snapshots.current(table_dir)
-    for d in [*table_dir.glob(f"{snapshots.PREFIX}*"), *table_dir.glob(".spark-staging-*")]:
+    for d in [*table_dir.glob(f"{snapshots.PREFIX}*"), *table_dir.glob(f"{snapshots.STAGING}*")]:
         if d != live and any(p.is_file() for p in d.rglob("*")):
             return d
     return None
@@ -100,7 +103,9 @@ def test_a_publisher_killed_mid_write_leaves_the_previous_version_and_the_rerun_
     lake = Lake(tmp_path / "lake")
     table_dir = lake.table_path(table)
     assert publish(lake.root, 1_000, table) == (0, 1_000)
-    first = snapshots.current(table_dir)
+    versioned = table_dir / "dt=2030-01-01" / "pool=p" if table == "case_stats" else table_dir  # the pointer's
+    first = snapshots.current(versioned)
+    assert first is not None
     assert duckdb_count(lake, table) == 1_000
 
     proc = publisher(lake.root, 20_000_000, table)
@@ -115,13 +120,12 @@ def test_a_publisher_killed_mid_write_leaves_the_previous_version_and_the_rerun_
     assert any(p.is_file() for p in half.rglob("*")), "killed before anything was written"
 
     # Both engines read the first version whole; the half-written files are not visible.
-    assert snapshots.current(table_dir) == first
+    assert snapshots.current(versioned) == first
     assert duckdb_count(lake, table) == 1_000
     assert publish(lake.root, 2_000, table) == (1_000, 2_000)  # the re-run; Spark first read the first version
     assert duckdb_count(lake, table) == 2_000
-    if half.name.startswith(snapshots.PREFIX):
-        assert not half.exists(), "the dead publisher's half-written snapshot was not cleared"
-        assert first.exists()  # kept a while for readers still scanning it
+    assert not half.exists(), "the dead publisher's half-written directory was not cleared"
+    assert first.exists() and snapshots.current(versioned) != first  # kept a while for readers still scanning it
 
 
 # --------------------------------------------------------------------------- in the shared session
@@ -148,6 +152,59 @@ def test_replacing_an_unpartitioned_table_publishes_a_new_snapshot_and_clears_ol
     kept = sorted(table_dir.glob(f"{snapshots.PREFIX}*"))
     assert len(kept) == 1 + snapshots.KEEP_PREVIOUS and kept[-1] == snapshots.current(table_dir)
     assert catalog.location(spark, f"perf.{PROBE.name}") == snapshots.current(table_dir)
+
+
+PARTED = Table(name="partition_probe", grain="one row per key and partition (a test table)", version=1,
+               keys=("k", "dt", "pool"), partition_by=("dt", "pool"),
+               columns=(Column("k", "string", "key", False), Column("v", "int64", "value"),
+                        Column("dt", "string", "night", False), Column("pool", "string", "pool", False)))
+
+
+def test_a_partition_is_replaced_by_a_snapshot_and_files_a_reader_listed_stay_readable(spark, lake):
+    table_dir = lake.table_path(PARTED.name)
+    name = f"perf.{PARTED.name}"
+
+    def publish(*rows):
+        catalog.write_partitions(spark, lake, spark.createDataFrame(rows, "k string, v int, dt string, pool string"),
+                                 PARTED)
+
+    def read(engine):
+        return sorted(run_query(f"SELECT k, v, dt, pool FROM {name}", engine, lake)[1])
+
+    # A partition written before partitions had snapshots: loose files, registered at
+    # the partition directory (as Spark's dynamic partition overwrite left them).
+    catalog.ensure_table(spark, lake, PARTED)
+    legacy = table_dir / "dt=2030-01-01" / "pool=old"
+    legacy.mkdir(parents=True)
+    pq.write_table(pa.table({"k": ["x"], "v": pa.array([0], pa.int64())}), legacy / "part-0.parquet")
+    spark.sql(f"ALTER TABLE {name} ADD PARTITION (dt = '2030-01-01', pool = 'old') LOCATION 'file:{legacy}'")
+    publish(("a", 1, "2030-01-01", "p"), ("b", 2, "2030-01-01", "q:r s"))  # escaped on disk: q%3Ar s
+    assert read("spark") == read("duckdb") == [
+        ("a", 1, "2030-01-01", "p"), ("b", 2, "2030-01-01", "q:r s"), ("x", 0, "2030-01-01", "old")]
+
+    # What a query listed just before a publish (the JDBC session's FILE_NOT_EXIST in a
+    # re-mine, when the publish deleted them) is still there after it: the old version.
+    listed = spark.table(name).where("pool = 'p'").inputFiles()
+    publish(("c", 3, "2030-01-01", "p"), ("y", 9, "2030-01-01", "old"))
+    assert sorted(tuple(r) for r in spark.read.parquet(*listed).select("k", "v").collect()) == [("a", 1)]
+    assert read("spark") == read("duckdb") == [
+        ("b", 2, "2030-01-01", "q:r s"), ("c", 3, "2030-01-01", "p"), ("y", 9, "2030-01-01", "old")]
+    assert (legacy / "part-0.parquet").exists()  # the loose files are the old version now
+
+    for n in range(1 + snapshots.KEEP_PREVIOUS):
+        publish(("z", n, "2030-01-01", "old"))
+    assert read("spark") == read("duckdb") == [
+        ("b", 2, "2030-01-01", "q:r s"), ("c", 3, "2030-01-01", "p"), ("z", 2, "2030-01-01", "old")]
+    kept = sorted(legacy.glob(f"{snapshots.PREFIX}*"))
+    assert len(kept) == 1 + snapshots.KEEP_PREVIOUS and kept[-1] == snapshots.current(legacy)
+    assert not (legacy / "part-0.parquet").exists()
+    assert len(list((table_dir / "dt=2030-01-01" / "pool=p").glob(f"{snapshots.PREFIX}*"))) == 2  # untouched since
+    for pool in ("p", "q:r s", "old"):  # Spark reads each partition where its pointer says
+        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name} PARTITION (dt = '2030-01-01', pool = '{pool}')").collect()
+        location = next(r.data_type for r in rows if r.col_name == "Location")
+        partition_dir = table_dir / "dt=2030-01-01" / ("pool=" + quote(pool, safe=" "))  # as Hive escapes it
+        assert location == f"file:{snapshots.current(partition_dir)}"
+    assert not list(table_dir.glob(f"{snapshots.STAGING}*"))
 
 
 def test_a_pointer_switch_lost_by_a_dead_writer_is_healed_by_the_next_publish(spark, lake):
@@ -180,8 +237,42 @@ def test_duckdb_reads_no_file_of_a_write_in_progress(tmp_path):
     table = lake.table_path("probe")
     rows = pa.table({"v": [1, 2]})
     for rel, n in (("dt=2030-01-01/part-0.parquet", 2), (".spark-staging-1/dt=2030-01-02/part-0.parquet", 5),
+                   ("_staging-1/dt=2030-01-02/part-0.parquet", 4), ("dt=2030-01-04/_snapshot-0/part-0.parquet", 6),
                    ("_temporary/0/_temporary/attempt/dt=2030-01-03/part-0.parquet", 7)):
         (table / rel).parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(rows.take([0] * n), table / rel)
     con = duckdb_connection(lake)
     assert con.execute("SELECT count(*), min(dt) FROM perf.probe").fetchall() == [(2, "2030-01-01")]
+
+
+ADOPTER = """
+import sys
+from pathlib import Path
+from pipelines.config.lake import Lake
+from pipelines.deploy.adopt import adopt
+from pipelines.warehouse.session import get_spark
+lake = Lake(Path(sys.argv[1]))
+print("ADOPTED", " ".join(adopt(lake)), flush=True)
+spark = get_spark(lake, app="adopter")
+for r in spark.sql("SELECT dt, pool, count(*) FROM perf.case_stats GROUP BY dt, pool ORDER BY dt, pool").collect():
+    print("ROWS", r[0], r[1], r[2], flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_lake_mined_embedded_is_adopted_by_a_new_metastore_with_each_partition_at_its_live_snapshot(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    assert publish(lake.root, 1_000, "case_stats") == (0, 1_000)  # dt=2030-01-01/pool=p, as a snapshot
+    # ...and a partition from before partitions had snapshots: loose files.
+    legacy = lake.table_path("case_stats") / "dt=2029-12-31" / "pool=p"
+    legacy.mkdir(parents=True)
+    live = snapshots.current(lake.table_path("case_stats") / "dt=2030-01-01" / "pool=p")
+    for f in live.glob("part-*.parquet"):
+        pq.write_table(pq.read_table(f).slice(0, 10), legacy / f.name)
+    shutil.rmtree(lake.metastore)  # `make up`: the tables are registered again, in a new metastore
+    out = subprocess.run([sys.executable, "-c", ADOPTER, str(lake.root)], cwd=lake.root.parent, capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert "perf.case_stats" in next((ln for ln in out.stdout.splitlines() if ln.startswith("ADOPTED")), ""), \
+        out.stderr[-3000:]
+    rows = [ln.split()[1:] for ln in out.stdout.splitlines() if ln.startswith("ROWS")]
+    assert rows == [["2029-12-31", "p", "10"], ["2030-01-01", "p", "1000"]], out.stderr[-3000:]

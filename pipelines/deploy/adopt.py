@@ -1,14 +1,15 @@
 """Register a lake's existing tables in a new (shared) metastore: `make up` on a lake that
 was mined embedded. Each table found under warehouse/ is created at its own location
 (schemas/tables.py), an unpartitioned one pointed at its live snapshot, and a partitioned
-one given the partitions its directories hold. Nothing is read or written but metadata.
+one given the partitions its directories hold, each at its live snapshot. Nothing is read or written but metadata.
 
     python -m pipelines.deploy.adopt      (PERFLAKE_HOME names the lake)
 """
 from __future__ import annotations
 
 from pipelines.config.lake import Lake
-from pipelines.warehouse.catalog import ensure_table
+from pipelines.warehouse import snapshots
+from pipelines.warehouse.catalog import ensure_table, partition_values, register_partitions
 from pipelines.warehouse.session import get_spark
 from schemas.tables import ALL_TABLES
 
@@ -20,8 +21,11 @@ def adopt(lake: Lake) -> list[str]:
         if not lake.table_path(table.name).is_dir():
             continue
         name = ensure_table(spark, lake, table)
-        if table.partition_by:
-            spark.sql(f"ALTER TABLE {name} RECOVER PARTITIONS")
+        if table.partition_by:  # each partition at its live snapshot (or its own files)
+            table_dir = lake.table_path(table.name)
+            found = snapshots.partition_dirs(table_dir, len(table.partition_by))
+            register_partitions(spark, name, table, {
+                partition_values(table, d.relative_to(table_dir)): snapshots.live_dir(d) for d in found})
         adopted.append(name)
     return adopted
 

@@ -1,25 +1,27 @@
 """Publishing tables in the Spark catalog (database `perf`), idempotently.
 
-Partitioned tables are written with dynamic partition overwrite: a partition present in
-the new data replaces the old one whole, others stay. Spark writes the new partitions
-into a staging directory and renames each into place when the job commits, so a reader
-sees a partition's old files or its new ones, never part of a write.
-
-Unpartitioned tables (hardware, cases, series, regressions, projections) are published
-as immutable snapshots behind a pointer (pipelines/warehouse/snapshots.py): a static overwrite
-would delete the old files before writing the new, and a writer killed in between would
-lose the table, triage notes in perf.regressions included.
+Every table is published as immutable snapshots behind a pointer
+(pipelines/warehouse/snapshots.py): a whole unpartitioned table (hardware, cases, series,
+regressions, projections) at a time, or each partition that a write holds (samples,
+runs, case_stats, ...: a partition present in the new data replaces the old one whole,
+others stay). An overwrite in place would delete files that a reader has just listed
+(Spark's dynamic partition overwrite does), or lose the table if its writer were killed
+between deleting and writing, triage notes in perf.regressions included.
 
 Every table lives under warehouse/<table>, registered in the metastore.
 """
 from __future__ import annotations
 
 import fcntl
+import os
+import shutil
 import threading
+import urllib.parse
 from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from pipelines.warehouse import snapshots
 from pipelines.config.lake import Lake, safe_date
@@ -134,18 +136,86 @@ def _point_at(spark: SparkSession, name: str, directory: Path) -> None:
 
 
 def _in_table_order(spark: SparkSession, name: str, df: DataFrame) -> DataFrame:
-    """insertInto is positional: select the columns in the table's own order."""
+    """The columns in the table's own order (as Spark declares them: partitions last)."""
     return df.select(*spark.table(name).columns)
 
 
 def write_partitions(spark: SparkSession, lake: Lake, df: DataFrame, table: Table) -> None:
-    """Replace exactly the partitions that `df` holds."""
+    """Replace exactly the partitions that `df` holds, each by a new snapshot of it.
+
+    Spark writes every partition into one staging directory (one task per partition, so
+    each is as few files as maxRecordsPerFile allows); then each partition directory is
+    renamed to a snapshot beside the partition's older ones, made live, and registered in
+    the metastore. The files of the version it replaces stay for readers that listed them."""
     if not table.partition_by:
         raise ValueError(f"{table.name} is not partitioned; use replace_by_key")
     name = ensure_table(spark, lake, table)
-    # Compaction: one task per partition writes it as few files as maxRecordsPerFile
-    # allows, rather than one small file per shuffle partition.
-    _in_table_order(spark, name, df).repartition(*table.partition_by).write.insertInto(name, overwrite=True)
+    table_dir = lake.table_path(table.name)
+    staging = snapshots.new_staging(table_dir)
+    # The table's columns, in its order and of its types (what insertInto would cast to).
+    columns = [F.col(f.name).cast(f.dataType).alias(f.name) for f in spark.table(name).schema]
+    try:
+        (df.select(*columns).repartition(*table.partition_by).write
+           .partitionBy(*table.partition_by).mode("errorifexists").parquet(staging.as_uri()))
+        published = {}
+        for written in snapshots.partition_dirs(staging, len(table.partition_by)):
+            values = partition_values(table, written.relative_to(staging))
+            partition_dir = table_dir / written.relative_to(staging)
+            partition_dir.mkdir(parents=True, exist_ok=True)
+            snapshot = snapshots.new_snapshot(partition_dir)
+            os.rename(written, snapshot)
+            snapshots.mark_complete(snapshot)
+            snapshots.switch(partition_dir, snapshot)
+            published[values] = snapshot
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    register_partitions(spark, name, table, published)
+    for partition_dir in {s.parent for s in published.values()}:
+        snapshots.remove_stale(partition_dir)
+    snapshots.remove_abandoned_staging(table_dir)
+
+
+def partition_values(table: Table, relative: Path) -> tuple[str, ...]:
+    """('2026-11-23', 'h100') from dt=2026-11-23/pool=h100 (Hive escapes names with %XX)."""
+    values = []
+    for column, part in zip(table.partition_by, relative.parts):
+        key, _, value = part.partition("=")
+        value = urllib.parse.unquote(value)
+        if key != column or value == "__HIVE_DEFAULT_PARTITION__":
+            raise ValueError(f"{table.name}: rows with no {column} (a partition column may not be null): {relative}")
+        values.append(value)
+    return tuple(values)
+
+
+def register_partitions(spark: SparkSession, name: str, table: Table, locations: dict[tuple, Path]) -> None:
+    """Point each partition (values in `table.partition_by` order) at its directory in
+    the metastore: the new ones added in one statement, the known ones moved one by one."""
+    if not locations:
+        return
+    known = {tuple(urllib.parse.unquote(kv.partition("=")[2]) for kv in r[0].split("/"))
+             for r in spark.sql(f"SHOW PARTITIONS {name}").collect()}
+
+    def spec(values):
+        return ", ".join(f"`{c}` = {_sql_string(v)}" for c, v in zip(table.partition_by, values))
+
+    new = [v for v in locations if v not in known]
+    if new:
+        spark.sql(f"ALTER TABLE {name} ADD IF NOT EXISTS " +
+                  " ".join(f"PARTITION ({spec(v)}) LOCATION {_sql_string(_location(locations[v]))}" for v in new))
+    for v in locations:
+        if v in known:
+            spark.sql(f"ALTER TABLE {name} PARTITION ({spec(v)}) SET LOCATION {_sql_string(_location(locations[v]))}")
+    spark.catalog.refreshTable(name)
+
+
+def _location(directory: Path) -> str:
+    # Not as_uri(): Spark makes a Hadoop Path of the string, which would keep a %-escape
+    # (as in a partition directory dt%3A...) as it is and escape it again.
+    return "file:" + str(directory)
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def replace_by_key(spark: SparkSession, lake: Lake, df: DataFrame, table: Table) -> None:

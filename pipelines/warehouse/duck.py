@@ -24,9 +24,9 @@ def published_tables(lake: Lake) -> dict[str, list]:
 
 
 def table_files(table_dir) -> list:
-    """What Spark reads of a table: the live snapshot of an unpartitioned table, or the
-    partition directories, skipping hidden and work files (pipelines/warehouse/snapshots.py)."""
-    return snapshots.visible_files(snapshots.live_dir(table_dir))
+    """What Spark reads of a table: the live snapshot of an unpartitioned table, or that of
+    each partition, skipping hidden and work files (pipelines/warehouse/snapshots.py)."""
+    return snapshots.live_files(table_dir)
 
 
 def duckdb_connection(lake: Lake):

@@ -34,6 +34,8 @@ def spark_conf(lake: Lake, role: str = WRITER_ROLE) -> dict[str, str]:
     return {
         "spark.sql.warehouse.dir": str(lake.warehouse),
         **metastore,
+        # perflake publishes partitions as snapshots (catalog.write_partitions); an
+        # INSERT OVERWRITE outside it replaces only the partitions it writes.
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": os.environ.get("PERFLAKE_SHUFFLE_PARTITIONS", "8"),

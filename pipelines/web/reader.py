@@ -104,8 +104,12 @@ class Reader:
             for d in sorted(p for p in wh.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
                 pointer = d / snapshots.POINTER
                 recent = sorted((p for p in d.iterdir() if p.name.startswith("dt=")), reverse=True)
+                # A partition's publish replaces its _CURRENT: the mtime of the directory
+                # holding it changes (dt=/ for perf.dq_results, dt=/pool=/ for samples).
+                parts = [q for p in recent[:RECENT_PARTITIONS] for q in (p, *(c for c in p.iterdir() if c.is_dir()
+                                                                             and "=" in c.name))]
                 out.append((d.name, d.stat().st_mtime_ns, pointer.read_text().strip() if pointer.exists() else "",
-                            tuple(p.stat().st_mtime_ns for p in recent[:RECENT_PARTITIONS])))
+                            tuple(p.stat().st_mtime_ns for p in parts)))
         return tuple(out)
 
     def _build(self, signature: tuple) -> None:
