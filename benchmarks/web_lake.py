@@ -1,10 +1,11 @@
 """The year-long simulated lake the dashboard benchmark (benchmarks/web_pages.py) and
 tests/test_web.py read: written straight from the table definitions (schemas/tables.py)
-with pyarrow, in the warehouse layout the mining job publishes (Hive partitions for the
-partitioned tables, a `_CURRENT` snapshot for the others). NIGHTS nights, SERIES series
-over four pools (one GPU SKU each), a software upgrade and a driver upgrade part-way,
-steps injected into a few percent of the series with their perf.regressions rows, raw
-samples for the newest SAMPLE_NIGHTS nights, and projections onto one GPU. The values are
+with pyarrow, in the warehouse layout the mining job publishes (a `_CURRENT` snapshot per
+table, or per Hive partition of a partitioned one: pipelines/warehouse/snapshots.py).
+NIGHTS nights, SERIES series over four pools (one GPU SKU each), a software upgrade and a
+driver upgrade part-way, steps injected into a few percent of the series with their
+perf.regressions rows, raw samples for the newest SAMPLE_NIGHTS nights, and projections
+onto one GPU. The values are
 drawn, not measured (device_kind 'simulated'): the benchmark measures the dashboard, not
 the detector.
 """
@@ -43,16 +44,13 @@ def _write(lake: Lake, table: T.Table, rows: dict, partition: dict | None = None
                      ((c, schema.field(c.name).type) for c in table.columns if c.name not in table.partition_by)},
                     schema=schema)
     tdir = lake.table_path(table.name)
-    if table.partition_by:
-        d = tdir.joinpath(*(f"{k}={partition[k]}" for k in table.partition_by))
-        d.mkdir(parents=True, exist_ok=True)
-        pq.write_table(data, d / "part-00000.parquet", compression="zstd")
-    else:
-        snap = tdir / "_snapshot-bench"
-        snap.mkdir(parents=True, exist_ok=True)
-        pq.write_table(data, snap / "part-00000.parquet", compression="zstd")
-        (snap / "_SUCCESS").touch()
-        (tdir / "_CURRENT").write_text(snap.name + "\n")
+    if table.partition_by:  # each partition is a snapshot behind its own pointer
+        tdir = tdir.joinpath(*(f"{k}={partition[k]}" for k in table.partition_by))
+    snap = tdir / "_snapshot-bench"
+    snap.mkdir(parents=True, exist_ok=True)
+    pq.write_table(data, snap / "part-00000.parquet", compression="zstd")
+    (snap / "_SUCCESS").touch()
+    (tdir / "_CURRENT").write_text(snap.name + "\n")
 
 
 def _cases(n: int, rng) -> list[dict]:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import datetime
 
-import pyarrow.dataset as ds
 import pytest
 
 from launchers.airflow_local import LocalAirflow
 from pipelines.config.processes import group_members
 from pipelines.config.lake import Lake
+from pipelines.warehouse.frames import Frames
 
 FAST = {"min_samples": 10, "min_time_s": 0.02, "max_noise": 0.05, "timeout_s": 0.5, "max_samples": 300}
 
@@ -45,5 +45,5 @@ def test_triggered_nightly_sweep_succeeds_under_a_real_scheduler(tmp_path):
 
 
 def _case_stats(lake: Lake) -> list[dict]:
-    rows = ds.dataset(lake.table_path("case_stats"), format="parquet", partitioning="hive").to_table().to_pylist()
+    rows = Frames(lake).table("case_stats").to_dict("records")
     return sorted(rows, key=lambda r: (r["run_id"], r["case_id"]))

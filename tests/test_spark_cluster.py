@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
 from pipelines.config.processes import group_members
 from pipelines.config.lake import Lake
+from pipelines.warehouse.frames import Frames
 from launchers.spark_cluster import LocalCluster, submit
 from pipelines.sweep.shards import plan_shards, run_shard
 
@@ -37,6 +37,6 @@ def test_mine_submitted_to_a_standalone_cluster_publishes_case_stats(tmp_path):
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["samples"] == landed and summary["case_stats"] == 6
     assert "app-" in (cluster.workdir / "worker.log").read_text()  # an executor really ran on the worker
-    stats = ds.dataset(lake.table_path("case_stats"), format="parquet", partitioning="hive").to_table().to_pylist()
+    stats = Frames(lake).table("case_stats").to_dict("records")
     assert len(stats) == 6
     assert all(r["status"] == "ok" and r["median_ns"] > 0 and r["device_kind"] == "simulated" for r in stats)

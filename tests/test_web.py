@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from pipelines.cli.web import access_token, check_binding
 from pipelines.config.lake import Lake
+from pipelines.warehouse import snapshots
 from pipelines.web.app import create_app
 
 REPO = Path(__file__).resolve().parent.parent
@@ -235,12 +236,14 @@ def test_a_kept_answer_holds_for_its_copy_of_the_lake_and_is_computed_again_afte
     import pyarrow.parquet as pq
 
     night = stats / f"dt={bench['info']['last_dt']}"
-    for f in sorted(night.rglob("*.parquet")):
+    for f in snapshots.live_files(night):
         rows = pq.ParquetFile(f).read()  # the file alone, without the path's partition columns
         rows = rows.set_column(rows.schema.get_field_index("run_id"), "run_id",
                                pc.binary_join_element_wise(rows["run_id"], "next", "-"))
         (stats / "dt=2035-12-31" / f.parent.relative_to(night)).mkdir(parents=True, exist_ok=True)
         pq.write_table(rows, stats / "dt=2035-12-31" / f.relative_to(night))
+    for pointer in night.glob(f"*/{snapshots.POINTER}"):  # each pool's live snapshot, named last
+        shutil.copy(pointer, stats / "dt=2035-12-31" / pointer.relative_to(night))
     deadline = time.monotonic() + 60
     while reader.memo(("newest",), newest) != "2035-12-31":
         assert time.monotonic() < deadline, "the kept answer never changed"
