@@ -156,14 +156,15 @@ def write_partitions(spark: SparkSession, lake: Lake, df: DataFrame, table: Tabl
     columns = [F.col(f.name).cast(f.dataType).alias(f.name) for f in spark.table(name).schema]
     try:
         (df.select(*columns).repartition(*table.partition_by).write
-           .partitionBy(*table.partition_by).mode("errorifexists").parquet(staging.as_uri()))
+           .partitionBy(*table.partition_by).mode("errorifexists").parquet(_location(staging)))
+        written = {partition_values(table, d.relative_to(staging)): d   # checked before any is moved
+                   for d in snapshots.partition_dirs(staging, len(table.partition_by))}
         published = {}
-        for written in snapshots.partition_dirs(staging, len(table.partition_by)):
-            values = partition_values(table, written.relative_to(staging))
-            partition_dir = table_dir / written.relative_to(staging)
+        for values, part in written.items():
+            partition_dir = table_dir / part.relative_to(staging)
             partition_dir.mkdir(parents=True, exist_ok=True)
             snapshot = snapshots.new_snapshot(partition_dir)
-            os.rename(written, snapshot)
+            os.rename(part, snapshot)
             snapshots.mark_complete(snapshot)
             snapshots.switch(partition_dir, snapshot)
             published[values] = snapshot
@@ -181,7 +182,9 @@ def partition_values(table: Table, relative: Path) -> tuple[str, ...]:
     for column, part in zip(table.partition_by, relative.parts):
         key, _, value = part.partition("=")
         value = urllib.parse.unquote(value)
-        if key != column or value == "__HIVE_DEFAULT_PARTITION__":
+        if key != column:
+            raise RuntimeError(f"{table.name}: {relative} is not a partition directory of ({', '.join(table.partition_by)})")
+        if value == "__HIVE_DEFAULT_PARTITION__":
             raise ValueError(f"{table.name}: rows with no {column} (a partition column may not be null): {relative}")
         values.append(value)
     return tuple(values)
@@ -196,15 +199,15 @@ def register_partitions(spark: SparkSession, name: str, table: Table, locations:
              for r in spark.sql(f"SHOW PARTITIONS {name}").collect()}
 
     def spec(values):
-        return ", ".join(f"`{c}` = {_sql_string(v)}" for c, v in zip(table.partition_by, values))
+        return ", ".join(f"`{c}` = {_spark_string(v)}" for c, v in zip(table.partition_by, values))
 
     new = [v for v in locations if v not in known]
     if new:
         spark.sql(f"ALTER TABLE {name} ADD IF NOT EXISTS " +
-                  " ".join(f"PARTITION ({spec(v)}) LOCATION {_sql_string(_location(locations[v]))}" for v in new))
+                  " ".join(f"PARTITION ({spec(v)}) LOCATION {_spark_string(_location(locations[v]))}" for v in new))
     for v in locations:
         if v in known:
-            spark.sql(f"ALTER TABLE {name} PARTITION ({spec(v)}) SET LOCATION {_sql_string(_location(locations[v]))}")
+            spark.sql(f"ALTER TABLE {name} PARTITION ({spec(v)}) SET LOCATION {_spark_string(_location(locations[v]))}")
     spark.catalog.refreshTable(name)
 
 
@@ -214,7 +217,7 @@ def _location(directory: Path) -> str:
     return "file:" + str(directory)
 
 
-def _sql_string(value: str) -> str:
+def _spark_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
