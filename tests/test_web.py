@@ -249,3 +249,31 @@ def test_a_kept_answer_holds_for_its_copy_of_the_lake_and_is_computed_again_afte
         assert time.monotonic() < deadline, "the kept answer never changed"
         time.sleep(0.2)
     reader.close()
+
+
+def test_a_re_mine_of_the_newest_night_is_noticed(bench, tmp_path):
+    """A re-mine replaces a partition's pointer one level below the date directory
+    (dt=/pool=/_CURRENT): the reader must look there, not only at dt=/."""
+    from pipelines.web.reader import Reader
+    import pyarrow.parquet as pq
+
+    lake = Lake.from_env(tmp_path / "lake")
+    shutil.copytree(bench["lake"].root, lake.root)
+    reader = Reader(lake)
+    night = bench["info"]["last_dt"]
+    count = f"SELECT count(*) AS n FROM perf.case_stats WHERE dt = '{night}'"
+    before = reader.rows(count)[0]["n"]
+    pool_dir = sorted((lake.table_path("case_stats") / f"dt={night}").glob("pool=*"))[0]
+    replaced = snapshots.live_files(pool_dir)
+    remined = pool_dir / f"{snapshots.PREFIX}99990101T000000000000Z-remine-1"
+    remined.mkdir()
+    pq.write_table(pq.read_table(replaced[0]).slice(0, 1), remined / "part-00000.parquet")
+    snapshots.mark_complete(remined)
+    snapshots.switch(pool_dir, remined)
+    after = before - sum(pq.ParquetFile(f).metadata.num_rows for f in replaced) + 1
+    assert after < before
+    deadline = time.monotonic() + 60
+    while reader.rows(count)[0]["n"] != after:
+        assert time.monotonic() < deadline, "the re-mined night never showed"
+        time.sleep(0.2)
+    reader.close()
