@@ -1,7 +1,8 @@
 """Register a lake's existing tables in a new (shared) metastore: `make up` on a lake that
 was mined embedded. Each table found under warehouse/ is created at its own location
 (schemas/tables.py), an unpartitioned one pointed at its live snapshot, and a partitioned
-one given the partitions its directories hold, each at its live snapshot. Nothing is read or written but metadata.
+one given the partitions its directories hold, each at its live snapshot. Nothing is
+read or written but metadata.
 
     python -m pipelines.deploy.adopt      (PERFLAKE_HOME names the lake)
 """

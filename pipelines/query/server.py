@@ -168,10 +168,9 @@ def server_conf(lake: Lake, *, query_timeout_s: int = QUERY_TIMEOUT_S, max_rows:
             # publishes (a snapshot publish moves the location; the old snapshot stays
             # readable meanwhile, pipelines/warehouse/snapshots.py).
             "spark.sql.metadataCacheTTLSeconds": str(METADATA_TTL_S),
-            # ...and lists a partition's files afresh for every query (no file cache). A
-            # publish gives a partition a new snapshot directory and keeps the files it
-            # replaces for two more publishes, so a listing made a moment before a mine
-            # publishes still reads a whole version (pipelines/warehouse/snapshots.py).
+            # ...and lists a partition's files afresh for every query (no file cache); a
+            # listing made just before a publish still reads a whole version, since the
+            # replaced snapshot's files stay a while (pipelines/warehouse/snapshots.py).
             "spark.sql.hive.filesourcePartitionFileCacheSize": "0",
             # Hive's scratch space, the service's own (it may not write elsewhere).
             "spark.hadoop.hive.exec.scratchdir": str(scratch / "hdfs"),

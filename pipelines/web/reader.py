@@ -106,8 +106,8 @@ class Reader:
                 recent = sorted((p for p in d.iterdir() if p.name.startswith("dt=")), reverse=True)
                 # A partition's publish replaces its _CURRENT: the mtime of the directory
                 # holding it changes (dt=/ for perf.dq_results, dt=/pool=/ for samples).
-                parts = [q for p in recent[:RECENT_PARTITIONS] for q in (p, *(c for c in p.iterdir() if c.is_dir()
-                                                                             and "=" in c.name))]
+                parts = list(recent[:RECENT_PARTITIONS])
+                parts += [c for p in recent[:RECENT_PARTITIONS] for c in p.iterdir() if c.is_dir() and "=" in c.name]
                 out.append((d.name, d.stat().st_mtime_ns, pointer.read_text().strip() if pointer.exists() else "",
                             tuple(p.stat().st_mtime_ns for p in parts)))
         return tuple(out)
