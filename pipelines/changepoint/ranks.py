@@ -4,6 +4,9 @@ sides, and the corrections for autocorrelated noise and for searching positions.
 
 Ranks make the tests blind to outlier size and heavy tails; the autocorrelation
 correction inflates the variance by the AR(1) long-run factor (1 + rho) / (1 - rho).
+Two magnitude tests may stand in where that correction holds the ranks back
+(`fixed_split_pvalue`): the shift of medians, and the step by least squares on the
+prewhitened runs (`ar1`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import ndtr, ndtri
 from scipy.stats import rankdata
+
+from pipelines.changepoint import ar1
 
 # Autocorrelation estimated on a short segment is noisy; past 0.8 the variance factor
 # (9x) would mostly reflect a missed change or a trend, not noise.
@@ -154,8 +159,10 @@ def fixed_split_pvalue(left: np.ndarray, right: np.ndarray, rho: float | None = 
     in their union as searched (the position was chosen from the data). rho: the
     noise's autocorrelation; None estimates it from these two segments. sigma: the
     noise's robust scale; given, the median-shift test (`shift_raw_p`, corrected alike)
-    may win back what the autocorrelation correction took from the rank test, but
-    never more: the p is never below the rank test's p for independent runs.
+    or the step by least squares on the prewhitened runs (`ar1.step_p`, which weighs
+    the night of the step as AR(1) noise says it should) may win back what the
+    autocorrelation correction took from the rank test, but never more: the p is never
+    below the rank test's p for independent runs.
 
     Why that bound: the rank test is exact for independent runs of any law, whereas a
     shift of medians is only as good as its normal approximation, which a history with
@@ -172,5 +179,9 @@ def fixed_split_pvalue(left: np.ndarray, right: np.ndarray, rho: float | None = 
     p = searched_p(raw, rho, n, 1, n - 1)
     if sigma is not None and rho > 0:
         shift = searched_p(shift_raw_p(left, right, sigma), rho, n, 1, n - 1)
-        p = min(p, max(shift, searched_p(raw, 0.0, n, 1, n - 1)))
+        # the step by least squares on the prewhitened runs, Bonferroni over positions
+        # (its statistic is far less smooth over positions than a difference of means);
+        # not at MAX_RHO, where the noise may be a random walk that it under-corrects
+        prewhitened = min(1.0, ar1.step_p(left, right, rho, sigma) * (n - 1)) if rho < MAX_RHO else 1.0
+        p = min(p, max(min(shift, prewhitened), searched_p(raw, 0.0, n, 1, n - 1)))
     return p
