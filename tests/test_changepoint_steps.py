@@ -194,14 +194,6 @@ def test_a_small_step_under_a_second_mode_is_found_among_the_main_modes_runs():
     assert found >= 15  # 19 of 30 measured; 4 on ranks over all nights
 
 
-def _ar1_noise(n: int, phi: float, rng: np.random.Generator) -> np.ndarray:
-    e = np.empty(n)
-    e[0] = rng.standard_normal()
-    for t in range(1, n):
-        e[t] = phi * e[t - 1] + np.sqrt(1 - phi**2) * rng.standard_normal()
-    return e
-
-
 def test_prewhitened_least_squares_sees_the_night_of_a_step_that_the_long_run_factor_ignores():
     # A 2-sigma step at a known split of 60 runs of AR(1) 0.8 noise: least squares on
     # the prewhitened runs against the difference of means with the long-run factor
@@ -213,7 +205,7 @@ def test_prewhitened_least_squares_sees_the_night_of_a_step_that_the_long_run_fa
     phi, draws = 0.8, 200
     gls = means = null = 0
     for seed in range(draws):
-        e = _ar1_noise(60, phi, np.random.default_rng(seed))
+        e = _ar1(60, phi, sigma=1.0, seed=seed)
         null += ar1.step_p(e[:30], e[30:], phi, 1.0) < 0.01
         x = e.copy()
         x[30:] += 2.0
@@ -230,9 +222,8 @@ def test_a_2_sigma_step_under_ar1_noise_is_found_where_the_long_run_factor_lost_
     # same noise without the step raises no confirmed change.
     found = alarms = 0
     for seed in range(30):
-        e = _ar1_noise(100, 0.6, np.random.default_rng(seed))
-        alarms += any(not c.provisional for c in detect(1.0 + 0.005 * e))
-        x = 1.0 + 0.005 * e
+        x = _ar1(100, 0.6, sigma=0.005, seed=seed)
+        alarms += any(not c.provisional for c in detect(x))
         x[50:] += 0.005 * 2.0
         found += any(abs(c.index - 50) <= 3 and not c.provisional for c in detect(x))
     assert found >= 13 and alarms == 0
