@@ -13,7 +13,7 @@ rho 0.5 the two are level.
 
 An estimated rho that reads low makes this test too eager (the prediction errors keep
 some autocorrelation); one that reads high only costs power. So callers pass the larger
-of their estimates, use it only below the cap on rho (`ranks.MAX_RHO`: past it the
+estimate where they have two, use it only below the cap on rho (`ranks.MAX_RHO`: past it the
 noise may be a random walk), never let it go below the rank test's p for independent
 runs, and read its t on the fit's degrees of freedom (a quiet 38-run AR(1) history:
 p 5e-7 on the normal tail, 6e-5 on the t).
@@ -47,11 +47,6 @@ def last_coef_t(y: np.ndarray, design: np.ndarray, rho: float) -> tuple[float, f
     return step, t, df
 
 
-def two_sided_p(t: float, df: int) -> float:
-    """Two-sided p of a t statistic with df degrees of freedom."""
-    return float(min(1.0, 2.0 * student.sf(abs(t), df)))
-
-
 def step_p(left: np.ndarray, right: np.ndarray, rho: float, sigma: float) -> float:
     """Two-sided p of a level step between `left` and `right` (a level, and a step at
     the split) under AR(1) noise of autocorrelation rho, each run clipped to 4 sigma of
@@ -62,7 +57,7 @@ def step_p(left: np.ndarray, right: np.ndarray, rho: float, sigma: float) -> flo
     y = np.concatenate([clip_to(left, sigma), clip_to(right, sigma)])
     design = np.column_stack([np.ones(n), np.arange(n) >= len(left)]).astype(float)
     _, t, df = last_coef_t(y, design, rho)
-    return two_sided_p(t, df)
+    return float(min(1.0, 2.0 * student.sf(t, df)))
 
 
 def clip_to(v: np.ndarray, sigma: float) -> np.ndarray:

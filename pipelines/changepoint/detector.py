@@ -30,7 +30,8 @@ How it decides, in five stages:
    are wholly apart, the shift of the medians in standard errors may stand in for
    them, never beyond the ranks' p for independent runs, and so may the step by least
    squares on the prewhitened runs, which weighs the night of the step as AR(1) noise
-   says it should (`ar1`): `fixed_split_pvalue`; not in a series that wanders) and its shift clears both effect-size floors
+   says it should (`ar1`): `fixed_split_pvalue`; not in a series that wanders) and its
+   shift clears both effect-size floors
    (relative and in robust noise units), measured between the segment medians and
    between the medians of the 10 runs either side (the drift guard). Between long
    segments, whose medians are precise, the noise-units floor shrinks (to half at most);
