@@ -122,3 +122,17 @@ def test_night_smoke_on_cpu_lands_a_shard_and_a_validation_and_a_second_call_red
     again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert again.returncode == 0 and "night complete" in again.stdout
     assert "(budget left" not in again.stdout  # no unit started again
+
+
+def test_harness_commit_falls_back_to_the_senders_commit_where_no_git_travelled(monkeypatch):
+    """A lent GPU machine gets the tree without .git: the commit the sender named is recorded."""
+    from kernels_bench import provenance
+
+    def no_git(*args, **kwargs):
+        raise OSError("git: not found")
+
+    monkeypatch.setattr(provenance.subprocess, "run", no_git)
+    monkeypatch.delenv("PERFLAKE_HARNESS_COMMIT", raising=False)
+    assert provenance.harness_commit() is None
+    monkeypatch.setenv("PERFLAKE_HARNESS_COMMIT", "abc123")
+    assert provenance.harness_commit() == "abc123"
