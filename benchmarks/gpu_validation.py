@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(done.get(case.case_id) or validate_case(case, args.device, rule, args.repeats))
         # Written after every case: a run killed at its time limit resumes where it stopped.
         report = {"date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                  "command": " ".join(sys.argv), "device": args.device, "smoke": args.smoke,
+                  "command": _command(), "device": args.device, "smoke": args.smoke,
                   "complete": len(rows) == len(cases),
                   "provenance": {k: v for k, v in info.items() if k != "env"}, "rule": rule.__dict__,
                   "targets": {"goals": GOALS, "drift": DRIFT_TARGET}, "cases": rows,
@@ -143,6 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.notes:
         write_notes(Path(args.notes), report)
     return 0
+
+
+def _command() -> str:
+    """This command line, the script named relative to the checkout (no machine's path)."""
+    script = Path(sys.argv[0]).resolve()
+    name = str(script.relative_to(REPO)) if script.is_relative_to(REPO) else sys.argv[0]
+    return " ".join([name, *sys.argv[1:]])
 
 
 def _unfinished_rows(out: Path, device: str, smoke: bool) -> dict:

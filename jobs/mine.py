@@ -26,7 +26,7 @@ from pipelines.landing.checks import split_files
 from pipelines.config.lake import Lake, safe_date
 from pipelines.mining.aggregate import case_stats
 from pipelines.mining.clean import clean_samples, latest_attempt, to_quarantine
-from pipelines.mining.commit import drop_shard_key, uncommitted_shards, with_shard_key, without
+from pipelines.mining.commit import drop_shard_key, one_shard_per_case, uncommitted_shards, with_shard_key, without
 from pipelines.mining.history import series_for_night, series_points, series_table
 from pipelines.mining.outliers import flag_outliers
 from pipelines.mining.regressions import update_regressions
@@ -50,6 +50,7 @@ class MineSummary:
     dq_batches: int = 0  # data-quality validations run (one per suite x pool)
     dq_warnings: int = 0  # failed soft expectations
     pools_withheld: tuple[str, ...] = ()  # failed a hard expectation: their partitions were not replaced
+    repeated_measurements: int = 0  # a case's measurements in further shards of the same run: dropped whole
     seconds: dict = field(default_factory=dict)  # wall time of the job's steps (publish, series, regressions, total)
 
 
@@ -114,6 +115,13 @@ def _mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None) -> 
     if n_pending:
         runs, results = without(runs, pending), without(results, pending)
         samples = without(samples, pending) if samples is not None else None
+    # A case measured in two shards of one run (two suites holding it) keeps one shard's
+    # measurement whole; the others are counted, not mixed into it row by row.
+    results, samples, repeats = one_shard_per_case(results, samples)
+    n_repeats = repeats.count()
+    if n_repeats:
+        log.warning("%d repeated measurements of a case in one run (another shard of the run kept): %s", n_repeats,
+                    [tuple(r) for r in repeats.select("case_id", "pool", "_shard_file").limit(5).collect()])
     runs = drop_shard_key(runs).drop("_source")
     results = latest_attempt(drop_shard_key(results).drop("_source"))
     # Validated (GX runs several queries per batch) and then cleaned: read the files once.
@@ -157,7 +165,7 @@ def _mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None) -> 
     summary = MineSummary(dt=dt, files=sum(map(len, inputs.values())), files_rejected=len(rejected_files),
                           samples=out["samples"].count(), rows_quarantined=n_quarantined,
                           case_stats=out["stats"].count(),
-                          shards_pending=n_pending, dq_batches=len(checks),
+                          shards_pending=n_pending, repeated_measurements=n_repeats, dq_batches=len(checks),
                           dq_warnings=sum(r.soft_failures for r in checks), pools_withheld=tuple(sorted(withheld)),
                           seconds={**seconds, "total": round(time.perf_counter() - started, 2)})
     flagged.unpersist()

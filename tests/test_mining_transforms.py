@@ -32,6 +32,27 @@ def test_only_the_latest_attempt_of_a_case_is_kept(spark):
     assert sorted((r.case_id, r.attempt) for r in kept) == [("c", 2), ("d", 1)]
 
 
+def test_a_case_measured_in_two_shards_of_one_run_keeps_one_shards_samples_whole(spark):
+    """Found on the real H200 night: `memory` and `roofline` both hold a copy case, so one
+    run measured it twice; the row-by-row deduplication mixed the two measurements."""
+    from pipelines.mining.commit import one_shard_per_case
+
+    key = "dt string, pool string, _run_dir string, _shard_file int"
+    samples = spark.createDataFrame(
+        [("r", "c", 1, i, 100 + i, False, "d", "p", "r", 3) for i in range(4)]
+        + [("r", "c", 1, i, 200 + i, False, "d", "p", "r", 0) for i in range(3)]
+        + [("r", "e", 1, 0, 50, False, "d", "p", "r", 3)],
+        "run_id string, case_id string, attempt int, iteration int, latency_ns bigint, throttled boolean, " + key)
+    results = spark.createDataFrame([("r", "c", 1, "d", "p", "r", 3), ("r", "c", 1, "d", "p", "r", 0),
+                                     ("r", "e", 1, "d", "p", "r", 3)],
+                                    "run_id string, case_id string, attempt int, " + key)
+    results, samples, dropped = one_shard_per_case(results, samples)
+    good, _ = clean_samples(samples.drop("dt", "pool", "_run_dir", "_shard_file"))
+    assert sorted((r.case_id, r.latency_ns) for r in good.collect()) == [("c", 200), ("c", 201), ("c", 202), ("e", 50)]
+    assert sorted((r.case_id, r._shard_file) for r in results.collect()) == [("c", 0), ("e", 3)]
+    assert [(r.case_id, r._shard_file) for r in dropped.collect()] == [("c", 3)]
+
+
 def test_a_far_sample_is_an_outlier_and_a_throttled_one_is_excluded_but_kept_as_a_row(spark):
     lat = [1000, 1010, 990, 1005, 995, 1002, 998, 5000]
     rows = [("r", "c", 1, i, v, False) for i, v in enumerate(lat)] + [("r", "c", 1, 99, 1003, True)]

@@ -46,3 +46,27 @@ def without(df: DataFrame, shards: DataFrame) -> DataFrame:
 
 def drop_shard_key(df: DataFrame) -> DataFrame:
     return df.drop(*SHARD_KEY[2:])
+
+
+MEASUREMENT = ("run_id", "case_id", "attempt")
+
+
+def one_shard_per_case(results: DataFrame, samples: DataFrame | None) -> tuple[DataFrame, DataFrame | None, DataFrame]:
+    """Keep one shard's measurement of each (run, case, attempt). Two suites of one run
+    can hold the same case (a copy in `roofline` and in `memory`); their measurements
+    share the sample key, and a row-by-row deduplication would mix the two. The shard
+    that sorts first (dt, pool, shard) is kept whole, the others are dropped whole and
+    returned (MEASUREMENT plus the dropped shard's key) to be counted. Both frames carry
+    SHARD_KEY; a case found only in samples keeps all its shards' rows, as before."""
+    shard = F.struct(*[F.col(c) for c in ("dt", "pool", "_shard_file", "_run_dir")])
+    kept = (results.groupBy(*MEASUREMENT).agg(F.min(shard).alias("_kept"),
+                                               F.countDistinct(shard).alias("_shards"))
+            .where(F.col("_shards") > 1).drop("_shards"))
+    dropped = (results.join(kept, list(MEASUREMENT)).where(shard != F.col("_kept"))
+               .select(*MEASUREMENT, *SHARD_KEY).distinct())
+
+    def keep(df: DataFrame) -> DataFrame:
+        joined = df.join(F.broadcast(kept), list(MEASUREMENT), "left")
+        return joined.where(F.col("_kept").isNull() | (shard == F.col("_kept"))).drop("_kept")
+
+    return keep(results), (keep(samples) if samples is not None else None), dropped

@@ -1,0 +1,66 @@
+"""The REAL GPU reference night (kernels_bench/reference/h200-2026-11-26, measured on an
+NVIDIA H200, issue #26): it lands whole through `perflake ingest` into the registered
+`h200` pool, and the change detector finds a step put into its real noise."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.changepoint.detector import detect
+from pipelines.config.lake import Lake
+from pipelines.config.pools import load_pools
+from pipelines.landing.ingest import ingest
+
+NIGHT = Path(__file__).resolve().parents[1] / "kernels_bench" / "reference" / "h200-2026-11-26"
+SHARDS = sorted(p for p in (NIGHT / "shards").iterdir() if p.is_dir())
+BLOCK = 20  # samples per point of a series cut from one case's samples, taken in order
+
+
+def test_the_real_h200_night_lands_whole_in_the_h200_pool(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    report = ingest([NIGHT / "shards"], lake, pool="h200", registry=load_pools())
+    assert report.ok, report.issues
+    assert report.counts["landed"] == 3 * len(SHARDS) == 18
+    assert {s["dt"] for s in report.landed} == {"2026-11-26"}
+    assert sum(s["samples"] for s in report.landed) == 262_323
+    assert sum(s["case_results"] for s in report.landed) == 187
+    runs = pq.read_table(next((lake.landing / "runs").rglob("*.parquet"))).to_pylist()[0]
+    assert (runs["device_kind"], runs["gpu_sku"], runs["device"]) == ("gpu", "H200-SXM-141GB", "cuda")
+    assert 5_000 < runs["launch_overhead_ns"] < 30_000  # a real launch cost, kept out of the samples
+
+
+def _real_series() -> list[np.ndarray]:
+    """Per case with at least 40 blocks: the medians of consecutive BLOCK-sample blocks,
+    in the order the samples were taken (real H200 noise, drift and clock changes)."""
+    out = []
+    for shard in SHARDS:
+        samples = pq.read_table(shard / "samples.parquet", columns=["case_id", "iteration", "latency_ns"]).to_pandas()
+        for _, g in samples.groupby("case_id", sort=True):
+            lat = g.sort_values("iteration").latency_ns.to_numpy(float)
+            blocks = len(lat) // BLOCK
+            if blocks >= 40:
+                out.append(np.median(lat[:blocks * BLOCK].reshape(blocks, BLOCK), axis=1))
+    return out
+
+
+def test_a_5_percent_step_in_real_h200_noise_is_found_at_its_point():
+    series = _real_series()
+    assert len(series) >= 100
+    found = 0
+    for x in series:
+        k = len(x) // 2
+        y = x.copy()
+        y[k:] *= 1.05
+        found += any(not c.provisional and k <= c.index <= k + 3 for c in detect(y))
+    # 126 of 128 when written; a step of 5 % is several sigma in every one of these series
+    assert found >= 0.95 * len(series), f"{found} of {len(series)}"
+
+
+@pytest.mark.parametrize("name", [p.name for p in SHARDS])
+def test_every_shard_says_it_was_measured_on_a_real_gpu(name):
+    run = pq.read_table(NIGHT / "shards" / name / "run.parquet").to_pylist()[0]
+    assert run["device_kind"] == "gpu" and run["gpu_name"] == "NVIDIA H200"
+    assert run["driver_version"] == "580.159.04" and run["torch_version"].startswith("2.11.0")
