@@ -9,10 +9,13 @@ prints, as markdown:
   share of those under an active clock-event reason (power cap, thermal, HW slowdown);
   the run's launch overhead; the largest GEMM's and copy's fraction of the catalog peak.
 - sim: per family, the simulated device's model latency (`kernels_bench.sim`) for the
-  same cases and the same SKU, against the measured medians: the simulator's error.
+  same cases and the same SKU, against the measured medians: the simulator's error,
+  uncalibrated and calibrated; with --fit, the per-family calibration that
+  `kernels_bench.sim.CALIBRATION` holds.
 
     python benchmarks/gpu_night.py truth kernels_bench/reference/h200-2026-11-26
     python benchmarks/gpu_night.py sim kernels_bench/reference/h200-2026-11-26
+    python benchmarks/gpu_night.py sim --fit kernels_bench/reference/h200-2026-11-26
 """
 from __future__ import annotations
 
@@ -83,12 +86,14 @@ def truth(night: Path) -> list[str]:
     return out
 
 
-def sim_error(night: Path) -> list[str]:
+def sim_cases(night: Path) -> list[tuple[str, float, float, float]]:
+    """(family, measured median, model roofline term without scale or floor, calibrated
+    model) for every ok case of the night, on the night's own SKU."""
     from kernels_bench.case import Case
     from kernels_bench.hardware import hardware
     from kernels_bench.sim import mean_latency_ns
 
-    by_family: dict[str, list[float]] = {}
+    out = []
     for _, run, results, samples in shards(night):
         hw = hardware(run["gpu_sku"])
         medians = samples.groupby("case_id").latency_ns.median()
@@ -96,13 +101,50 @@ def sim_error(night: Path) -> list[str]:
             case = Case.make(r.family, r.kernel, r.backend, r.dtype, **{k: _value(v) for k, v in r.params})
             if case.case_id != r.case_id:
                 raise ValueError(f"{r.case_id}: its params rebuild another case ({case.case_id})")
-            by_family.setdefault(r.family, []).append(mean_latency_ns(hw, case) / medians[r.case_id] - 1)
-    out = ["| family | cases | median error (model / measured - 1) | median abs error | within 10 % | range |",
-           "| --- | --- | --- | --- | --- | --- |"]
-    for family, errs in sorted(by_family.items()):
-        absolute = [abs(e) for e in errs]
-        out.append(f"| {family} | {len(errs)} | {statistics.median(errs):+.1%} | {statistics.median(absolute):.1%} "
-                   f"| {sum(a <= 0.10 for a in absolute)} of {len(errs)} | {min(errs):+.0%} .. {max(errs):+.0%} |")
+            roof = mean_latency_ns(hw, case, {case.family: (1.0, 0.0)})
+            out.append((r.family, float(medians[r.case_id]), roof, mean_latency_ns(hw, case)))
+    return out
+
+
+def sim_error(night: Path) -> list[str]:
+    """Per family: the uncalibrated roofline model's error and the calibrated model's."""
+    from kernels_bench.sim import KERNEL_FLOOR_NS
+
+    by_family: dict[str, list[tuple[float, float]]] = {}
+    for family, measured, roof, calibrated in sim_cases(night):
+        by_family.setdefault(family, []).append(((roof + KERNEL_FLOOR_NS) / measured - 1, calibrated / measured - 1))
+    out = ["| family | cases | uncalibrated: median error / median abs / within 10 % "
+           "| calibrated: median error / median abs / within 10 % |", "| --- | --- | --- | --- |"]
+    for family, pairs in sorted(by_family.items()):
+        cols = []
+        for errs in zip(*pairs):
+            absolute = [abs(e) for e in errs]
+            cols.append(f"{statistics.median(errs):+.1%} / {statistics.median(absolute):.1%} / "
+                        f"{sum(a <= 0.10 for a in absolute)} of {len(errs)}")
+        out.append(f"| {family} | {len(pairs)} | {cols[0]} | {cols[1]} |")
+    return out
+
+
+def sim_fit(night: Path, min_cases_for_floor: int = 20) -> list[str]:
+    """Per family, the (scale, floor_ns) of least median absolute log error: both where
+    the night has at least `min_cases_for_floor` cases, else the scale over the default
+    floor (two parameters are not fitted to a handful of cases)."""
+    import numpy as np
+
+    from kernels_bench.sim import KERNEL_FLOOR_NS
+
+    scales = np.exp(np.linspace(np.log(0.5), np.log(3.0), 721))
+    by_family: dict[str, list[tuple[float, float]]] = {}
+    for family, measured, roof, _ in sim_cases(night):
+        by_family.setdefault(family, []).append((measured, roof))
+    out = ["| family | cases | scale | floor ns | median abs error after |", "| --- | --- | --- | --- | --- |"]
+    for family, rows in sorted(by_family.items()):
+        measured, roof = (np.array(v) for v in zip(*rows))
+        floors = np.arange(0.0, 20_001.0, 100.0) if len(rows) >= min_cases_for_floor else np.array([KERNEL_FLOOR_NS])
+        model = scales[:, None, None] * roof[None, None, :] + floors[None, :, None]
+        loss = np.median(np.abs(np.log(model / measured)), axis=2)
+        a, b = np.unravel_index(np.argmin(loss), loss.shape)
+        out.append(f"| {family} | {len(rows)} | {scales[a]:.2f} | {floors[b]:.0f} | {np.expm1(loss[a, b]):.1%} |")
     return out
 
 
@@ -119,12 +161,16 @@ def _value(text: str):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["truth", "sim"])
+    ap.add_argument("--fit", action="store_true", help="sim: fit each family's (scale, floor) instead")
     ap.add_argument("night", type=Path, help="a night folder (shards/, nvidia-smi-*.csv, validation.json)")
     args = ap.parse_args(argv)
     if not (args.night / "shards").is_dir():
         print(f"error: {args.night}: no shards/ folder (expected a gpu_validation.py --night folder)", file=sys.stderr)
         return 2
-    print("\n".join(truth(args.night) if args.what == "truth" else sim_error(args.night)))
+    if args.what == "truth":
+        print("\n".join(truth(args.night)))
+    else:
+        print("\n".join(sim_fit(args.night) if args.fit else sim_error(args.night)))
     return 0
 
 
