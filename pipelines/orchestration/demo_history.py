@@ -16,6 +16,9 @@ software stack (torch, triton, driver), it lands with `land_shard` and is mined 
 - a new GPU: sim-h200 arrives two thirds in; perf.projections are made onto it from
   the H100's history first, then its previous nights are backfilled (reason `backfill`)
   and the projections are scored against what it measured.
+
+Beside them, and labelled as such, one REAL night: the NVIDIA H200 night kept in
+kernels_bench/reference (device_kind `gpu`, pool `h200`), ingested and mined last.
 """
 from __future__ import annotations
 
@@ -26,11 +29,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import kernels_bench
 from pipelines.config.lake import Lake
 from pipelines.orchestration.console import Console, duration, log_path, quiet_exit
 
 POOLS = {"sim-h100": "H100-SXM5-80GB", "sim-h200": "H200-SXM-141GB"}
 NIGHTS = 21
+# One night measured on a real NVIDIA H200 (kernels_bench/reference/<name>/README.md).
+REAL_NIGHT = Path(kernels_bench.__file__).resolve().parent / "reference" / "h200-2026-11-26"
+REAL_NIGHT_DT = "2026-11-26"
 BACKFILL_NIGHTS = 4
 FLAKY = {"kernel": "matmul", "dtype": "fp32", "m": "128", "n": "4096", "k": "4096"}
 FAILURE = "simulated failure (demo-history): CUDA error: an illegal memory access was encountered"
@@ -230,9 +237,26 @@ def run_history(lake: Lake, *, nights_count: int = NIGHTS, backfill: int = BACKF
                         f"({duration(took)} elapsed, ~{duration(left)} left)")
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+        _real_night(lake, spark, out)
         status = _finish(lake, out, dates, spark, samples, ev)
         quiet_exit()
         return status
+
+
+def _real_night(lake: Lake, spark, out: Console) -> None:
+    """Beside the simulated pools: the REAL H200 night kept in the repository
+    (kernels_bench/reference), landed by `perflake ingest`'s path into pool h200 and mined."""
+    from jobs.mine import mine
+    from pipelines.config.pools import load_pools
+    from pipelines.landing.ingest import ingest
+
+    report = ingest([REAL_NIGHT / "shards"], lake, pool="h200", registry=load_pools())
+    if not report.ok:
+        raise RuntimeError(f"the real GPU night did not land: {report.issues[:3]}")
+    dt = REAL_NIGHT_DT
+    summary = mine(spark, lake, dt, ["h200"])
+    out.say(f"  REAL GPU night (not simulated): NVIDIA H200 on {dt}, pool h200, from {REAL_NIGHT.name}: "
+            f"{summary.samples:,} samples, {summary.case_stats} case stats in {summary.seconds['total']:.0f} s")
 
 
 def _tmp(lake: Lake) -> Path:
@@ -286,7 +310,7 @@ def _finish(lake: Lake, out: Console, dates: list[str], spark, samples: int, ev:
                           f"measurements, median error {s['median_abs_error_pct']} %" for s in workloads_scored])
     out.say(f"done in {duration(out.elapsed())}: {samples:,} SIMULATED samples; changes found: {changes}"
             + (f"; {errors}" if errors else "") + f"; {workloads} workload projections (perf.workload_projections)")
-    out.say("next (all on the simulated history):")
+    out.say("next (all on the simulated history, but the last):")
     out.say("  perflake regressions                 changes pooled by cause (torch upgrade, driver change)")
     out.say("  perflake triage list                 the regressions to triage, by owner")
     out.say(f"  perflake compare {run_a} {run_b}")
@@ -295,6 +319,7 @@ def _finish(lake: Lake, out: Console, dates: list[str], spark, samples: int, ev:
     out.say(f"  perflake model llama-8b --gpu {POOLS['sim-h100']} --history   a model's step per night")
     out.say(f"  report:  {report}")
     out.say("  make web                             the dashboard on http://127.0.0.1:8080/ (series, triage, compare)")
+    out.say(f"  perflake report --date {REAL_NIGHT_DT}         the REAL H200 night's report (pool h200)")
     return 0
 
 
