@@ -69,10 +69,15 @@ PEAK_CASES = {"matmul": "tflops", "copy": "gbps"}
 # --night: validation first (it is #22's proof), then the suites, most used first.
 NIGHT_SUITES = {"roofline": 1, "llm-gemm": 2, "memory": 1, "norm": 1, "selftest-accuracy": 1,
                 "attention": 4, "collectives": 1}   # suite -> shards (each a minute or two)
-# ~430 cases in about two 9-minute calls, and few enough samples (under 1M rows) that the
-# shards travel back from a lent machine in a few files of under 16 MiB.
+# Few enough samples (262,323 rows, 1.2 MB of Parquet for 187 cases on the H200) that the
+# shards travel back from a lent machine in one small file.
 NIGHT_STOPPING = {"min_time_s": 0.05, "timeout_s": 1.0, "max_samples": 2000}
 NIGHT_VALIDATION_S = 60  # a case or two at least; it resumes where a killed call stopped
+# Measured on the H200 (2026-11-26): the validation 377 s; shards 9-91 s (roofline 66,
+# llm-gemm 91 each, memory 40, norm 64, selftest-accuracy 9); an attention shard over
+# 45 s (its sdpa-math cases at 8192 tokens take seconds each). A unit starts only where
+# this much budget is left.
+NIGHT_SHARD_S = 100
 
 
 def parse_args(argv):
@@ -87,6 +92,8 @@ def parse_args(argv):
     ap.add_argument("--night", metavar="DIR", help="validation and every suite on cuda, resumable, under DIR")
     ap.add_argument("--budget-s", type=float, default=540.0, help="--night: wall seconds this call may use")
     ap.add_argument("--pool", default="h100", help="--night: pool written in the run rows")
+    ap.add_argument("--only", help="--night: comma-separated units to run (validation and/or suite names), "
+                                   "e.g. attention,collectives; default all")
     args = ap.parse_args(argv)
     if not (args.out or args.render or args.night):
         ap.error("one of --out, --render or --night is required")
@@ -96,7 +103,8 @@ def parse_args(argv):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.night:
-        return night(Path(args.night), args.budget_s, args.pool, args.device, args.smoke)
+        only = [u.strip() for u in args.only.split(",")] if args.only else None
+        return night(Path(args.night), args.budget_s, args.pool, args.device, args.smoke, only)
     if args.render:
         report = json.loads(Path(args.render).read_text())
         print_report(report)
@@ -394,10 +402,12 @@ def write_notes(path: Path, report: dict) -> None:
     path.write_text(text)
 
 
-def night(out: Path, budget_s: float, pool: str, device: str, smoke: bool = False) -> int:
+def night(out: Path, budget_s: float, pool: str, device: str, smoke: bool = False,
+          only: list[str] | None = None) -> int:
     """Validation, then every suite shard by shard, under `out`; units already done are
     skipped, and no unit starts that the remaining budget is not expected to fit.
-    `smoke`: the smoke validation and the cpu-smoke suite, to check this loop anywhere."""
+    `smoke`: the smoke validation and the cpu-smoke suite, to check this loop anywhere.
+    `only`: the units to run, by name (`validation`, suite names); the others are left."""
     deadline = time.monotonic() + budget_s
     out.mkdir(parents=True, exist_ok=True)
     state_file = out / "night.json"
@@ -419,8 +429,15 @@ def night(out: Path, budget_s: float, pool: str, device: str, smoke: bool = Fals
                 "--shard", f"{i}/{shards}", "--record-shard", str(k), "--run-id", state["run_id"],
                 "--date", state["dt"], "--pool", state["pool"], "--out", str(shard_dir),
                 *([] if smoke else ["--stopping", json.dumps(state["stopping"])])],
-                (shard_dir / "run.parquet").exists, 120))
+                (shard_dir / "run.parquet").exists, NIGHT_SHARD_S))
             k += 1
+    if only is not None:
+        known = {name.split()[0] for name, *_ in units}
+        if set(only) - known:
+            print(f"error: --only {','.join(sorted(set(only) - known))}: no such unit (units: {', '.join(sorted(known))})",
+                  file=sys.stderr)
+            return 2
+        units = [u for u in units if u[0].split()[0] in only]
     left = []
     try:
         for name, cmd, done, estimate_s in units:

@@ -105,6 +105,13 @@ def test_night_starts_nothing_the_budget_cannot_fit_and_names_what_is_left(gv, t
     assert not (tmp_path / "night" / "shards").exists()
 
 
+def test_night_only_runs_the_units_it_names_and_refuses_an_unknown_one(gv, tmp_path, capsys):
+    assert gv.night(tmp_path / "night", budget_s=1.0, pool="h200", device="cuda", only=["attention"]) == 3
+    assert "to do in the next call: attention 0/4, attention 1/4, attention 2/4, attention 3/4;" in capsys.readouterr().out
+    assert gv.night(tmp_path / "night", budget_s=1.0, pool="h200", device="cuda", only=["atention"]) == 2
+    assert "--only atention: no such unit" in capsys.readouterr().err
+
+
 @pytest.mark.slow  # measures, lands and validates on the CPU (~20 s): the end-to-end tier
 def test_night_smoke_on_cpu_lands_a_shard_and_a_validation_and_a_second_call_redoes_nothing(tmp_path):
     night = tmp_path / "night"
