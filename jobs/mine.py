@@ -118,10 +118,10 @@ def _mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None) -> 
     # A case measured in two shards of one run (two suites holding it) keeps one shard's
     # measurement whole; the others are counted, not mixed into it row by row.
     results, samples, repeats = one_shard_per_case(results, samples)
-    n_repeats = repeats.count()
+    n_repeats = len(repeats)
     if n_repeats:
-        log.warning("%d repeated measurements of a case in one run (another shard of the run kept): %s", n_repeats,
-                    [tuple(r) for r in repeats.select("case_id", "pool", "_shard_file").limit(5).collect()])
+        log.warning("%d repeated measurements of a case in one run (another shard of the run kept), as (case, "
+                    "pool, shard): %s", n_repeats, repeats[:5])
     runs = drop_shard_key(runs).drop("_source")
     results = latest_attempt(drop_shard_key(results).drop("_source"))
     # Validated (GX runs several queries per batch) and then cleaned: read the files once.

@@ -12,8 +12,12 @@ is unique across suites, whereas the `shard` column counts within a suite.
 """
 from __future__ import annotations
 
+import operator
+from functools import reduce
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
 
 SHARD_KEY = ("dt", "pool", "_run_dir", "_shard_file")
 _PATH = r"/run_id=([^/]+)/shard-(\d+)\.parquet$"
@@ -49,24 +53,30 @@ def drop_shard_key(df: DataFrame) -> DataFrame:
 
 
 MEASUREMENT = ("run_id", "case_id", "attempt")
+SHARD_ORDER = ("dt", "pool", "_shard_file", "_run_dir")  # SHARD_KEY, in the order that picks the kept shard
 
 
-def one_shard_per_case(results: DataFrame, samples: DataFrame | None) -> tuple[DataFrame, DataFrame | None, DataFrame]:
+def one_shard_per_case(results: DataFrame, samples: DataFrame | None) -> tuple[DataFrame, DataFrame | None, list]:
     """Keep one shard's measurement of each (run, case, attempt). Two suites of one run
     can hold the same case (a copy in `roofline` and in `memory`); their measurements
     share the sample key, and a row-by-row deduplication would mix the two. The shard
-    that sorts first (dt, pool, shard) is kept whole, the others are dropped whole and
-    returned (MEASUREMENT plus the dropped shard's key) to be counted. Both frames carry
-    SHARD_KEY; a case found only in samples keeps all its shards' rows, as before."""
-    shard = F.struct(*[F.col(c) for c in ("dt", "pool", "_shard_file", "_run_dir")])
-    kept = (results.groupBy(*MEASUREMENT).agg(F.min(shard).alias("_kept"),
-                                               F.countDistinct(shard).alias("_shards"))
-            .where(F.col("_shards") > 1).drop("_shards"))
-    dropped = (results.join(kept, list(MEASUREMENT)).where(shard != F.col("_kept"))
-               .select(*MEASUREMENT, *SHARD_KEY).distinct())
+    that sorts first (dt, pool, shard) is kept whole and the others are dropped whole:
+    returned as rows of (case_id, pool, _shard_file), to be counted and named. Both
+    frames carry SHARD_KEY. One small job over the case results finds the repeats; where
+    there are none (the usual night) the frames are returned as they came."""
+    shard = F.struct(*[F.col(c) for c in SHARD_ORDER])
+    repeated = (results.groupBy(*MEASUREMENT).agg(F.min(shard).alias("_kept"), F.collect_set(shard).alias("_all"))
+                .where(F.size("_all") > 1).collect())
+    if not repeated:
+        return results, samples, []
+    dropped = [(r.case_id, s.pool, s._shard_file) for r in repeated for s in r._all if s != r._kept]
+    schema = StructType([results.schema[c] for c in MEASUREMENT]
+                        + [StructField("_k" + c, results.schema[c].dataType) for c in SHARD_ORDER])
+    kept = results.sparkSession.createDataFrame([(*(r[c] for c in MEASUREMENT), *r._kept) for r in repeated], schema)
+    same_shard = reduce(operator.and_, [F.col(c) == F.col("_k" + c) for c in SHARD_ORDER])
 
     def keep(df: DataFrame) -> DataFrame:
         joined = df.join(F.broadcast(kept), list(MEASUREMENT), "left")
-        return joined.where(F.col("_kept").isNull() | (shard == F.col("_kept"))).drop("_kept")
+        return joined.where(F.col("_kdt").isNull() | same_shard).drop(*["_k" + c for c in SHARD_ORDER])
 
     return keep(results), (keep(samples) if samples is not None else None), dropped
