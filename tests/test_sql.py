@@ -224,7 +224,23 @@ def test_each_documented_query_returns_the_same_rows_on_both_engines(published, 
     (sc, srows), (dc, drows) = _both(query, lake)
     assert sc == dc
     assert srows, f"{title}: no rows on Spark"
-    assert _normal(srows) == _normal(drows)
+    a, b = _normal(srows), _normal(drows)
+    assert len(a) == len(b) and all(_same_row(x, y) for x, y in zip(a, b)), (a, b)
+
+
+def _same_row(x: tuple, y: tuple) -> bool:
+    """Equal, except that a value the query rounded may differ by one unit in its last
+    decimal: on a tie (17.775) Spark rounds the decimal text up and DuckDB the binary
+    double (17.77499...) down."""
+    def last_unit(v: float) -> float:
+        text = repr(v)
+        return 10.0 ** -len(text.split(".")[1]) if "." in text and "e" not in text else 0.0
+
+    def same(u, v) -> bool:
+        if isinstance(u, float) and isinstance(v, float):
+            return math.isclose(u, v, rel_tol=1e-9) or abs(u - v) <= 1.0001 * max(last_unit(u), last_unit(v))
+        return u == v
+    return len(x) == len(y) and all(same(u, v) for u, v in zip(x, y))
 
 
 def test_the_failure_and_software_queries_find_what_was_staged(published):
