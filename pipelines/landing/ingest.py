@@ -28,60 +28,35 @@ Ingest is pyarrow only (no Spark).
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as dt_
-import fcntl
 import hashlib
 import json
-import math
-import os
 import traceback
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.config.lake import Lake, safe_date, safe_name
-from pipelines.landing import nvbench
+from pipelines.landing import nvbench, relations
 from pipelines.landing.conform import conform
 from pipelines.landing.files import LAND_ORDER, atomic_write, shard_lock
 from pipelines.landing.identity import LandedCopy, compare, landed_copies
+from pipelines.landing.inputs import FILENAME_KINDS, Shard, discover, sniff
+from pipelines.landing.records import identity_lock, record_landed, write_atomic, write_quarantine
 from pipelines.landing.report import IngestReport, Issue
-from pipelines.landing import relations
-from schemas.tables import CASE_RESULTS, QUARANTINE, RUNS, SAMPLES
+from schemas.tables import CASE_RESULTS, RUNS, SAMPLES
 
 __all__ = ["ingest", "IngestReport", "Issue"]
 
 KIND_TABLES = {"samples": SAMPLES, "case_results": CASE_RESULTS, "runs": RUNS}
-_FILENAME_KINDS = {"samples.parquet": "samples", "case_results.parquet": "case_results",
-                   "run.parquet": "runs", "runs.parquet": "runs"}
 # Clocks of remote workers drift; a run "in the future" by more than this is refused.
 CLOCK_SKEW = dt_.timedelta(minutes=10)
 
 
-@dataclass
-class _Shard:
-    """One shard on its way in: its member files, their rows, and what was set aside."""
-    source: str
-    members: list[Path]
-    tables: dict[str, pa.Table] = field(default_factory=dict)
-    kind_files: dict[str, Path] = field(default_factory=dict)
-    rejects: list[tuple[str, str, dict]] = field(default_factory=list)  # (source, reason, record)
-    notices: list[str] = field(default_factory=list)
-    refused_files: dict[Path, str] = field(default_factory=dict)        # member -> why it was refused
-    refusal: str | None = None                                           # why nothing of it lands
-    present: Counter = field(default_factory=Counter)                    # sample rows per case_id in the file
-    skip: dict[str, set[int]] = field(default_factory=dict)              # kind -> rows set aside on reading
-    nvbench: bool = False
-    run: dict | None = None
-    dt: str | None = None
-    pool: str | None = None
-    override: str | None = None                                          # the --force-pool it landed under
-
-
 # --------------------------------------------------------------------------- entry point
+
 
 def ingest(paths: list[str | Path], lake: Lake, *, pool: str | None = None, date: str | None = None,
            registry: dict | None = None, now: dt_.datetime | None = None, force_pool: bool = False,
@@ -100,7 +75,7 @@ def ingest(paths: list[str | Path], lake: Lake, *, pool: str | None = None, date
     now = now or dt_.datetime.now(dt_.timezone.utc)
     report = IngestReport()
     ctx = _Call(lake, report, pool, date, registry, now, force_pool, verbose)
-    files = _discover(paths, report)
+    files = discover(paths, report)
     if not files:
         report.issues.append(Issue(", ".join(map(str, paths)) or "(no paths)",
                                    "nothing to ingest: no files found (ingest takes harness Parquet files, "
@@ -121,50 +96,12 @@ def ingest(paths: list[str | Path], lake: Lake, *, pool: str | None = None, date
     return report
 
 
-def _attempt_of(s: _Shard) -> int:
+def _attempt_of(s: Shard) -> int:
     return (s.run or {}).get("attempt") or 0
 
 
-def _rows_of(s: _Shard) -> int:
+def _rows_of(s: Shard) -> int:
     return sum(t.num_rows for t in s.tables.values())
-
-
-def _discover(paths, report: IngestReport) -> list[Path]:
-    out: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file()
-                           and not any(part.startswith(".") for part in f.relative_to(p).parts))
-            if not found:
-                report.issues.append(Issue(str(p), "nothing to ingest: the folder holds no files"))
-            out += found
-        elif p.is_file():
-            out.append(p)
-        else:
-            report.issues.append(Issue(str(p), "no such file or directory"))
-    return list(dict.fromkeys(out))  # a file named twice is judged once
-
-
-def _sniff(path: Path) -> tuple[str | None, str | None]:
-    """('parquet' | 'json' | 'bin', None) from the file's bytes, or (None, why it cannot
-    be ingested at all)."""
-    size = path.stat().st_size
-    if size == 0:
-        return None, "empty file (0 bytes): the upload was interrupted or the writer crashed; upload it again"
-    if path.suffix == ".bin":
-        return "bin", None
-    with open(path, "rb") as f:
-        head = f.read(64)
-        f.seek(max(0, size - 4))
-        tail = f.read(4)
-    if head[:4] == b"PAR1":
-        if tail != b"PAR1" or size < 12:
-            return None, "truncated Parquet file (no footer): upload the complete file again"
-        return "parquet", None
-    if head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"["):
-        return "json", None
-    return None, (f"not a Parquet or JSON file (starts with {head[:8]!r}); "
-                  "ingest takes harness Parquet files or nvbench --json output")
 
 
 class _Call:
@@ -189,7 +126,7 @@ class _Call:
         self.file_rejects.append((str(path), reason, {}))
         self.mark(path, "quarantined", reason)
 
-    def guard(self, shard: _Shard | None, where: str, fn, *args):
+    def guard(self, shard: Shard | None, where: str, fn, *args):
         """Run one step for one input; any failure becomes that input's refusal, named,
         never the call's (the traceback only with verbose)."""
         try:
@@ -212,19 +149,19 @@ class _Call:
             reason = "; ".join(dict.fromkeys(r for o, r, _ in entries if r and o == outcome))
             shard = ", ".join(dict.fromkeys(s for _, _, s in entries if s))
             self.report.outcome(path, outcome, reason, shard)
-        _write_quarantine(self.lake, self.report, self.file_rejects, self.date or self.now.date().isoformat(),
-                          self.now)
+        write_quarantine(self.lake, self.report, self.file_rejects, self.date or self.now.date().isoformat(),
+                         self.now)
 
     # ---------------------------------------------------------------- reading
 
-    def read(self, files: list[Path]) -> list[_Shard]:
+    def read(self, files: list[Path]) -> list[Shard]:
         by_dir: dict[Path, list[tuple[Path, str | None]]] = {}
         jsons, bins = [], []
         for path in files:
-            fmt, problem = self.guard(None, str(path), _sniff, path) or (None, None)
+            fmt, problem = self.guard(None, str(path), sniff, path) or (None, None)
             if path in self.outcomes:
                 continue  # the sniff itself failed (unreadable file)
-            if problem and path.name not in _FILENAME_KINDS:
+            if problem and path.name not in FILENAME_KINDS:
                 self.refuse_file(path, problem)
             elif fmt == "json":
                 jsons.append(path)
@@ -234,7 +171,7 @@ class _Call:
                 by_dir.setdefault(path.parent, []).append((path, problem))
         shards = []
         for directory, members in sorted(by_dir.items()):
-            shard = _Shard(source=str(directory), members=[])
+            shard = Shard(source=str(directory), members=[])
             self.guard(shard, str(directory), self.read_parquet_shard, shard, members)
             if shard.members:
                 shards.append(shard)
@@ -250,12 +187,12 @@ class _Call:
                                        "ingest the JSON that refers to it")
         return shards
 
-    def read_parquet_shard(self, shard: _Shard, members: list[tuple[Path, str | None]]) -> None:
+    def read_parquet_shard(self, shard: Shard, members: list[tuple[Path, str | None]]) -> None:
         for path, problem in members:
-            kind = _FILENAME_KINDS.get(path.name) or (None if problem else relations.guess_kind(path))
+            kind = FILENAME_KINDS.get(path.name) or (None if problem else relations.guess_kind(path))
             if kind is None:
                 self.refuse_file(path, "cannot tell which table this file holds: its name is not one of "
-                                       f"{sorted(_FILENAME_KINDS)} and its columns match none of the landing schemas")
+                                       f"{sorted(FILENAME_KINDS)} and its columns match none of the landing schemas")
                 continue
             shard.members.append(path)
             if problem:
@@ -274,7 +211,7 @@ class _Call:
             shard.refusal = (f"incomplete shard: {first[0].name} was refused ({first[1]}); nothing of this "
                              "shard lands until every file of it reads whole")
 
-    def read_member(self, shard: _Shard, path: Path, kind: str) -> str | None:
+    def read_member(self, shard: Shard, path: Path, kind: str) -> str | None:
         try:
             raw = pq.read_table(path)
         except Exception as e:  # noqa: BLE001 - corrupt pages raise several Arrow and OS errors
@@ -297,7 +234,7 @@ class _Call:
         shard.tables[kind] = t
         return None
 
-    def read_nvbench(self, path: Path) -> list[_Shard]:
+    def read_nvbench(self, path: Path) -> list[Shard]:
         src = str(path)
         parsed = nvbench.parse(path, self.now)
         if parsed.refusal:
@@ -306,7 +243,7 @@ class _Call:
         members = [path, *dict.fromkeys(parsed.sample_files)]
         shards = []
         for d in parsed.devices:
-            s = _Shard(source=src if len(parsed.devices) == 1 else f"{src} [device {d.device}]", members=members,
+            s = Shard(source=src if len(parsed.devices) == 1 else f"{src} [device {d.device}]", members=members,
                        tables=d.tables, nvbench=True,
                        rejects=[(src + " [samples]", why, rec) for why, rec in d.rejects])
             s.notices += [f"{src}: {w}" for w in parsed.warnings]
@@ -317,7 +254,7 @@ class _Call:
 
     # ---------------------------------------------------------------- checking
 
-    def prepare(self, shard: _Shard) -> None:
+    def prepare(self, shard: Shard) -> None:
         """Relate the shard's tables; decide its pool and date; set aside rows that do not fit."""
         if shard.refusal:
             return
@@ -355,7 +292,7 @@ class _Call:
         run["reason"] = "import"
         shard.tables["runs"] = pa.Table.from_pylist([run], schema=runs.schema)
 
-    def pool_for(self, run: dict, shard: _Shard) -> tuple[str | None, str | None]:
+    def pool_for(self, run: dict, shard: Shard) -> tuple[str | None, str | None]:
         """(pool, None) where the pool's hardware is the shard's own, else (None, why not)."""
         sku, kind, name = run.get("gpu_sku"), run["device_kind"], run.get("gpu_name")
         said = f"sku {sku!r}" if sku else f"gpu_name {name!r} (no gpu_sku)"
@@ -389,12 +326,12 @@ class _Call:
 
     # ---------------------------------------------------------------- landing
 
-    def land(self, shard: _Shard) -> None:
+    def land(self, shard: Shard) -> None:
         run = shard.run
         rid, sh, attempt = run["run_id"], run["shard"], run["attempt"]
         label = f"{rid}/{sh}/{attempt}"
         ignore = ("started_at", "finished_at") if shard.nvbench else ()
-        with _identity_lock(self.lake, rid, sh):
+        with identity_lock(self.lake, rid, sh):
             copies = landed_copies(self.lake, rid, sh)
             same = [c for c in copies if compare(shard.tables, c.tables, ignore) == "same"]
             if same:
@@ -436,18 +373,18 @@ class _Call:
         p = self.registry.get(pool or "")
         return (p.sku, p.device_kind) if p else None
 
-    def write(self, shard: _Shard, label: str) -> None:
+    def write(self, shard: Shard, label: str) -> None:
         run = shard.run
         rid, sh = run["run_id"], run["shard"]
         written = {}
         # Samples first and the run row last, as land_shard does: a run row implies its data.
         with shard_lock(self.lake, dt=shard.dt, pool=shard.pool, run_id=rid, shard=sh):
             for kind in LAND_ORDER:
-                _write_atomic(shard.tables[kind], self.lake.landing_file(kind, shard.dt, shard.pool, rid, sh))
+                write_atomic(shard.tables[kind], self.lake.landing_file(kind, shard.dt, shard.pool, rid, sh))
                 written[kind] = shard.tables[kind].num_rows
         override = shard.override
         for path in shard.members:
-            _record(self.lake, path, shard.dt, shard.pool, rid, sh, self.now, override)
+            record_landed(self.lake, path, shard.dt, shard.pool, rid, sh, self.now, override)
             self.mark(path, "landed", "", label)
         self.report.landed.append({"source": shard.source, "run_id": rid, "shard": sh, "attempt": run["attempt"],
                                    "dt": shard.dt, "pool": shard.pool, **written})
@@ -455,23 +392,23 @@ class _Call:
         if shard.rejects:
             counts = Counter((src, why) for src, why, _ in shard.rejects)
             self.report.issues += [Issue(src, why, n) for (src, why), n in counts.items()]
-            _write_quarantine(self.lake, self.report, shard.rejects, shard.dt, self.now, shard.members)
+            write_quarantine(self.lake, self.report, shard.rejects, shard.dt, self.now, shard.members)
 
-    def skipped(self, shard: _Shard, label: str, why: str) -> None:
+    def skipped(self, shard: Shard, label: str, why: str) -> None:
         self.report.duplicates += [f"{p}: {why.replace('already landed', 'already ingested', 1)}"
                                    for p in shard.members]
         self.report.notices.append(f"{shard.source}: {why}")
         for path in shard.members:
             self.mark(path, "skipped", why, label)
 
-    def conflict(self, shard: _Shard, label: str, copies: list[LandedCopy], why: str) -> None:
+    def conflict(self, shard: Shard, label: str, copies: list[LandedCopy], why: str) -> None:
         run = shard.run
         rid, sh = run["run_id"], run["shard"]
         body = json.dumps({k: t.to_pylist() for k, t in sorted(shard.tables.items())}, default=str, sort_keys=True)
         kept = (self.lake.landing / "_conflicts" / f"run_id={rid}" / f"shard-{sh}"
                 / f"attempt-{run['attempt']}-{hashlib.sha256(body.encode()).hexdigest()[:12]}")
         for kind in LAND_ORDER:
-            _write_atomic(shard.tables[kind], kept / f"{kind}.parquet")
+            write_atomic(shard.tables[kind], kept / f"{kind}.parquet")
         landed = [c.where(self.lake, rid, sh) for c in copies]
         entry = {"run_id": rid, "shard": sh, "attempt": run["attempt"], "source": shard.source,
                  "landed": landed, "kept": str(kept), "reason": why}
@@ -482,7 +419,7 @@ class _Call:
         for path in shard.members:
             self.mark(path, "conflict", text, label)
 
-    def refuse_shard(self, shard: _Shard) -> None:
+    def refuse_shard(self, shard: Shard) -> None:
         label = (f"{shard.run['run_id']}/{shard.run['shard']}/{shard.run['attempt']}" if shard.run else "")
         for path in shard.members:
             why = shard.refused_files.get(path)
@@ -495,61 +432,5 @@ class _Call:
         for kind, table in shard.tables.items():
             shard.rejects += [(f"{shard.source} [{kind}]", shard.refusal, r) for r in table.to_pylist()]
         shard.rejects += [(str(p), why, {}) for p, why in shard.refused_files.items()]
-        _write_quarantine(self.lake, self.report, shard.rejects, self.date or self.now.date().isoformat(), self.now,
-                          shard.members)
-
-
-# --------------------------------------------------------------------------- writing
-
-@contextlib.contextmanager
-def _identity_lock(lake: Lake, run_id: str, shard: int):
-    """One ingest at a time decides where a shard lands (its copies may be under any date)."""
-    path = lake.landing / "_ingested" / "locks" / f"{run_id}.shard-{int(shard)}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(table: pa.Table, dst: Path) -> None:
-    atomic_write(dst, lambda tmp: pq.write_table(table, tmp))
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _record(lake: Lake, path: Path, dt: str, pool: str, run_id: str, shard: int, now: dt_.datetime,
-            override: str | None) -> None:
-    """The manifest: each landed file by its sha256, where it went, and any override."""
-    sha = _sha256(path)
-    entry = {"sha256": sha, "source": str(path), "dt": dt, "pool": pool, "run_id": run_id, "shard": shard,
-             "ingested_at": now.isoformat(), **({"override": override} if override else {})}
-    atomic_write(lake.landing / "_ingested" / f"{sha}.json", lambda tmp: tmp.write_text(json.dumps(entry, indent=1)))
-
-
-def _write_quarantine(lake: Lake, report: IngestReport, rejects: list, dt: str, now: dt_.datetime,
-                      members: list[Path] | None = None) -> None:
-    """Rejected records as one Parquet file in the quarantine table's landing shape
-    (partition columns dt=.../stage=ingest in the path), named by what they came from
-    so that re-ingesting the same input replaces it."""
-    if not rejects:
-        return
-    key = hashlib.sha256(json.dumps([sorted(map(str, members or [])), [r[:2] for r in rejects]]).encode()).hexdigest()
-    rows = [{"source": src, "reason": why, "record": json.dumps(_jsonable(rec), default=str, sort_keys=True),
-             "ingested_at": now} for src, why, rec in rejects]
-    dst = lake.quarantine / "ingest" / f"dt={safe_date(dt)}" / f"{key}.parquet"
-    _write_atomic(pa.Table.from_pylist(rows, schema=QUARANTINE.arrow_schema(with_partitions=False)), dst)
-    report.quarantine_files.append(str(dst))
-
-
-def _jsonable(record: dict) -> dict:
-    # NaN and infinity are not JSON: kept as their text, so that the record says what arrived.
-    return {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
+        write_quarantine(self.lake, self.report, shard.rejects, self.date or self.now.date().isoformat(), self.now,
+                         shard.members)

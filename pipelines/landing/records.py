@@ -1,0 +1,75 @@
+"""What ingest writes beside the landing files: the manifest of landed files (by
+sha256), the quarantine file of refused records, and the lock under which one ingest at a
+time decides where a shard lands."""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt_
+import fcntl
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.config.lake import Lake, safe_date
+from pipelines.landing.files import atomic_write
+from pipelines.landing.report import IngestReport
+from schemas.tables import QUARANTINE
+
+
+@contextlib.contextmanager
+def identity_lock(lake: Lake, run_id: str, shard: int):
+    """One ingest at a time decides where a shard lands (its copies may be under any date)."""
+    path = lake.landing / "_ingested" / "locks" / f"{run_id}.shard-{int(shard)}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def write_atomic(table: pa.Table, dst: Path) -> None:
+    atomic_write(dst, lambda tmp: pq.write_table(table, tmp))
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def record_landed(lake: Lake, path: Path, dt: str, pool: str, run_id: str, shard: int, now: dt_.datetime,
+                  override: str | None) -> None:
+    """The manifest: each landed file by its sha256, where it went, and any override."""
+    sha = _sha256(path)
+    entry = {"sha256": sha, "source": str(path), "dt": dt, "pool": pool, "run_id": run_id, "shard": shard,
+             "ingested_at": now.isoformat(), **({"override": override} if override else {})}
+    atomic_write(lake.landing / "_ingested" / f"{sha}.json", lambda tmp: tmp.write_text(json.dumps(entry, indent=1)))
+
+
+def write_quarantine(lake: Lake, report: IngestReport, rejects: list, dt: str, now: dt_.datetime,
+                     members: list[Path] | None = None) -> None:
+    """Rejected records as one Parquet file in the quarantine table's landing shape
+    (partition columns dt=.../stage=ingest in the path), named by what they came from
+    so that re-ingesting the same input replaces it."""
+    if not rejects:
+        return
+    key = hashlib.sha256(json.dumps([sorted(map(str, members or [])), [r[:2] for r in rejects]]).encode()).hexdigest()
+    rows = [{"source": src, "reason": why, "record": json.dumps(_jsonable(rec), default=str, sort_keys=True),
+             "ingested_at": now} for src, why, rec in rejects]
+    dst = lake.quarantine / "ingest" / f"dt={safe_date(dt)}" / f"{key}.parquet"
+    write_atomic(pa.Table.from_pylist(rows, schema=QUARANTINE.arrow_schema(with_partitions=False)), dst)
+    report.quarantine_files.append(str(dst))
+
+
+def _jsonable(record: dict) -> dict:
+    # NaN and infinity are not JSON: kept as their text, so that the record says what arrived.
+    return {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
