@@ -30,6 +30,7 @@ import pytest
 from kernels_bench.collectives import free_port
 from pipelines.config.lake import Lake
 from pipelines.query import server as sqlserver
+from pipelines.query import users as sqlusers
 from pipelines.query.sql import REFUSAL_PREFIX, refusal_in
 
 
@@ -236,7 +237,7 @@ def hostile(tmp_path_factory):
                       f"_run_spark_cli({str(lake.root)!r}, {str(stmts_file)!r})", timeout=600)
     spark_cli = [json.loads(ln[len("RESULT "):]) for ln in out.splitlines() if ln.startswith("RESULT ")]
 
-    sqlserver.add_user(lake, USER, PASSWORD)
+    sqlusers.add_user(lake, USER, PASSWORD)
     port = free_port()
     st = sqlserver.start(lake, port=port, timeout_s=300, query_timeout_s=QUERY_TIMEOUT_S, max_rows=MAX_ROWS)
     try:

@@ -153,23 +153,23 @@ def test_a_non_loopback_sql_server_needs_users(tmp_path):
 
 
 def test_sql_server_passwords_are_stored_as_salted_hashes_readable_by_the_owner_only(tmp_path):
-    from pipelines.query import server as sqlserver
+    from pipelines.query import users
 
     lake = Lake(tmp_path)
-    sqlserver.add_user(lake, "alice", "same password")
-    sqlserver.add_user(lake, "bob", "same password")
-    text = sqlserver.password_file(lake).read_text()
+    users.add_user(lake, "alice", "same password")
+    users.add_user(lake, "bob", "same password")
+    text = users.password_file(lake).read_text()
     assert "same password" not in text
     hashes = [ln.split(":", 2)[2] for ln in text.splitlines()]
     assert len(set(hashes)) == 2  # salted: the same password hashes differently
-    assert sqlserver.check_password(lake, "alice", "same password")
-    assert not sqlserver.check_password(lake, "alice", "other password")
-    assert oct(sqlserver.password_file(lake).stat().st_mode & 0o777) == "0o600"
-    assert sqlserver.remove_user(lake, "bob") and sqlserver.users(lake) == ["alice"]
+    assert users.check_password(lake, "alice", "same password")
+    assert not users.check_password(lake, "alice", "other password")
+    assert oct(users.password_file(lake).stat().st_mode & 0o777) == "0o600"
+    assert users.remove_user(lake, "bob") and users.users(lake) == ["alice"]
     with pytest.raises(ValueError, match="not a valid name"):
-        sqlserver.add_user(lake, "eve:admin", "long enough")
+        users.add_user(lake, "eve:admin", "long enough")
     with pytest.raises(ValueError, match="shorter than 8"):
-        sqlserver.add_user(lake, "carol", "short")
+        users.add_user(lake, "carol", "short")
 
 
 def test_the_gate_is_built_from_source_by_make_setup():

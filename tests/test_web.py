@@ -128,7 +128,7 @@ def test_a_triage_post_needs_the_csrf_token_a_name_and_a_note(client):
 
 
 def test_with_sql_users_a_triage_post_proves_its_name_with_that_users_password(bench, tmp_path):
-    from pipelines.query.server import add_user
+    from pipelines.query.users import add_user
 
     lake = Lake(tmp_path / "lake")
     shutil.copytree(bench["lake"].root, lake.root)

@@ -47,7 +47,7 @@ def _cmd_sql(args) -> int:
 
 
 def _cmd_sql_server(args) -> int:
-    from pipelines.query import server
+    from pipelines.query import server, users
 
     lake = Lake.from_env()
     if args.action in ("add-user", "remove-user") and not args.name:
@@ -61,20 +61,20 @@ def _cmd_sql_server(args) -> int:
         except RuntimeError as e:  # did not come up: the message carries the cause and the log
             print(f"perflake sql-server: error: {e}", file=sys.stderr)
             return 1
-        auth = "users authenticate (password file)" if server.users(lake) else "no authentication (loopback only)"
+        auth = "users authenticate (password file)" if users.users(lake) else "no authentication (loopback only)"
         print(f"SQL server running (pid {st.pid}) at {st.url}; {auth}; log {st.log}; audit {server.audit_log(lake)}")
     elif args.action == "stop":
         print("SQL server stopped" if server.stop(lake) else "no SQL server was running for this lake")
     elif args.action == "add-user":
-        server.add_user(lake, args.name, _read_password())
-        print(f"user {args.name} can now log in to the SQL server ({server.password_file(lake)})")
+        users.add_user(lake, args.name, _read_password())
+        print(f"user {args.name} can now log in to the SQL server ({users.password_file(lake)})")
     elif args.action == "remove-user":
-        if not server.remove_user(lake, args.name):
+        if not users.remove_user(lake, args.name):
             print(f"perflake sql-server: no user {args.name!r}", file=sys.stderr)
             return 1
         print(f"user {args.name} removed")
     elif args.action == "users":
-        print("\n".join(server.users(lake)) or "no users: the server runs without authentication, on loopback only")
+        print("\n".join(users.users(lake)) or "no users: the server runs without authentication, on loopback only")
     else:
         st = server.status(lake)
         print(f"SQL server running (pid {st.pid}) at {st.url}" if st.running else "SQL server not running")

@@ -31,13 +31,10 @@ from __future__ import annotations
 
 import base64
 import csv
-import hashlib
-import hmac
 import io
 import json
 import os
 import re
-import secrets
 import shutil
 import socket
 import subprocess
@@ -47,9 +44,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.config import accounts, processes
-from pipelines.config.lake import Lake, safe_name
+from pipelines.config.lake import Lake
 from pipelines.config.services import CONNECT_TOKEN_ENV, HOST, READER_ROLE, configured
 from pipelines.query import gate
+from pipelines.query.files import (audit_log, log_file, password_file, pid_file, pools_file, properties_file,
+                                  run_dir, service_dir, tls_configured, tls_dir)
+from pipelines.query.users import users
 from pipelines.warehouse.session import merged_conf, spark_conf, spark_home
 
 DEFAULT_HOST = "127.0.0.1"
@@ -60,7 +60,6 @@ QUERY_TIMEOUT_S = 300
 MAX_ROWS = 100_000
 POOL = "adhoc"
 METADATA_TTL_S = 2
-HASH_ITERATIONS = 200_000
 
 
 @dataclass(frozen=True)
@@ -75,48 +74,6 @@ class ServerStatus:
     def url(self) -> str:
         return f"jdbc:hive2://{_connect_host(self.host)}:{self.port}"
 
-
-def run_dir(lake: Lake) -> Path:
-    return lake.root / "run"
-
-
-def pid_file(lake: Lake) -> Path:
-    return run_dir(lake) / "sql-server.json"
-
-
-def log_file(lake: Lake) -> Path:
-    return run_dir(lake) / "sql-server.log"
-
-
-def service_dir(lake: Lake) -> Path:
-    """The server's own files: users (password hashes), audit log, scheduler pools."""
-    return lake.root / "services" / "sql-server"
-
-
-def password_file(lake: Lake) -> Path:
-    return service_dir(lake) / "passwd"
-
-
-def audit_log(lake: Lake) -> Path:
-    return service_dir(lake) / "audit.log"
-
-
-def pools_file(lake: Lake) -> Path:
-    return service_dir(lake) / "fairscheduler.xml"
-
-
-def tls_dir(lake: Lake) -> Path:
-    """A certificate for the JDBC endpoint: keystore.p12 (PKCS#12, the server's key and
-    certificate) and keystore.password (0600). With both present the server speaks TLS."""
-    return service_dir(lake) / "tls"
-
-
-def tls_configured(lake: Lake) -> bool:
-    return (tls_dir(lake) / "keystore.p12").is_file() and (tls_dir(lake) / "keystore.password").is_file()
-
-
-def properties_file(lake: Lake) -> Path:
-    return run_dir(lake) / "sql-server.properties"
 
 
 def server_conf(lake: Lake, *, query_timeout_s: int = QUERY_TIMEOUT_S, max_rows: int = MAX_ROWS,
@@ -323,73 +280,6 @@ def status(lake: Lake) -> ServerStatus:
         raise RuntimeError(f"{f} is not a valid pid file ({e}); delete it if no server runs") from None
     running = _is_server(pid)
     return ServerStatus(running, pid if running else None, host, port, log_file(lake))
-
-
-# --- users ---------------------------------------------------------------------------
-
-def hash_password(password: str, *, salt: bytes | None = None, iterations: int = HASH_ITERATIONS) -> str:
-    """The stored form of a password: PBKDF2-HMAC-SHA256 with a random 16-byte salt, as
-    perflake.gate.PasswordFile checks it."""
-    salt = salt if salt is not None else secrets.token_bytes(16)
-    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations, dklen=32)
-    return f"pbkdf2_sha256:{iterations}:{base64.b64encode(salt).decode()}:{base64.b64encode(digest).decode()}"
-
-
-def users(lake: Lake) -> list[str]:
-    """The user names in the server's password file (none: no authentication)."""
-    try:
-        lines = password_file(lake).read_text().splitlines()
-    except FileNotFoundError:
-        return []
-    return [ln.split(":", 1)[0] for ln in lines if ln.count(":") == 4]
-
-
-def add_user(lake: Lake, name: str, password: str) -> None:
-    """Add `name` (or change its password). The file holds salted hashes only and is
-    readable by its owner only; a running server sees the change at the next login."""
-    safe_name(name, "user name")
-    if len(password) < 8:
-        raise ValueError("the password is shorter than 8 characters; choose a longer one")
-    kept = [ln for ln in _password_lines(lake) if ln.split(":", 1)[0] != name]
-    _write_password_lines(lake, kept + [f"{name}:{hash_password(password)}"])
-
-
-def remove_user(lake: Lake, name: str) -> bool:
-    """Remove `name`; False if there was no such user."""
-    lines = _password_lines(lake)
-    kept = [ln for ln in lines if ln.split(":", 1)[0] != name]
-    if len(kept) == len(lines):
-        return False
-    _write_password_lines(lake, kept)
-    return True
-
-
-def check_password(lake: Lake, name: str, password: str) -> bool:
-    """Whether the password file accepts `name` with `password` (as the server would)."""
-    for line in _password_lines(lake):
-        user, scheme, iterations, salt, digest = (line.split(":") + [""] * 5)[:5]
-        if user == name and scheme == "pbkdf2_sha256":
-            stored = f"{scheme}:{iterations}:{salt}:{digest}"
-            return hmac.compare_digest(hash_password(password, salt=base64.b64decode(salt),
-                                                     iterations=int(iterations)), stored)
-    return False
-
-
-def _password_lines(lake: Lake) -> list[str]:
-    try:
-        return [ln for ln in password_file(lake).read_text().splitlines() if ln.count(":") == 4]
-    except FileNotFoundError:
-        return []
-
-
-def _write_password_lines(lake: Lake, lines: list[str]) -> None:
-    path = password_file(lake)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".partial")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write("".join(ln + "\n" for ln in lines))
-    tmp.replace(path)
 
 
 # --- clients -------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse
 from starlette.exceptions import HTTPException
 
-from pipelines.query import server as sqlserver
+from pipelines.query import users as sqlusers
 from pipelines.web import csrf, params
 from pipelines.web.reader import Reader
 from pipelines.web.render import link, page
@@ -56,7 +56,7 @@ def regressions(request: Request, state: str | None = None, pool: str | None = N
     done = done if done and all(c.isalnum() or c in ":-" for c in done) and len(done) < 40 else None
     return page(request, "regressions.html", current="regressions", state=state, direction=direction,
                 filters=filters, groups=by_cause(rows), total=len(rows), capped=len(rows) >= MAX_ROWS, done=done,
-                states=tuple(STATES), identities=bool(sqlserver.users(request.app.state.lake)))
+                states=tuple(STATES), identities=bool(sqlusers.users(request.app.state.lake)))
 
 
 def check_identity(lake, who: str, password: str) -> None:
@@ -64,9 +64,9 @@ def check_identity(lake, who: str, password: str) -> None:
     write names one of them and proves it with that user's password: the same identities
     the JDBC endpoint authenticates and audits (docs/security.md). Without users the
     dashboard serves loopback (or a token) and `by` names the person."""
-    if not sqlserver.users(lake):
+    if not sqlusers.users(lake):
         return
-    if not password or not sqlserver.check_password(lake, who, password):
+    if not password or not sqlusers.check_password(lake, who, password):
         raise HTTPException(401, f"{who} with this password is not a user of the SQL endpoint of this lake; triage "
                                  f"actions need the name and password you use for JDBC")
 
