@@ -39,7 +39,7 @@ def main() -> int:
     from pipelines.config.lake import Lake
     from pipelines.warehouse import catalog
     from pipelines.warehouse.session import get_spark
-    from schemas.tables import Column, Table
+    from schemas.definition import Column, Table
 
     def table(name: str) -> Table:
         return Table(name=name, grain="one row per k (a benchmark table)", version=1, keys=("k", "dt", "pool"),

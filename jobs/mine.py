@@ -33,7 +33,8 @@ from pipelines.mining.regressions import update_regressions
 from pipelines.mining.quality import blocked, build_docs, enforce, validate_by_pool, write_dq_results
 from pipelines.warehouse.session import DATABASE
 from schemas.spark import ordered_columns, spark_schema
-from schemas.tables import CASE_RESULTS, CASE_STATS, CASES, HARDWARE, QUARANTINE, RUNS, SAMPLES, SERIES, Table
+from schemas.tables import CASE_RESULTS, CASE_STATS, CASES, HARDWARE, QUARANTINE, RUNS, SAMPLES, SERIES
+from schemas.definition import Table
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pyspark.sql import types as T
 
-from schemas.tables import Table
+from schemas.definition import Table
 
 _SPARK = {
     "string": T.StringType(), "int32": T.IntegerType(), "int64": T.LongType(), "float64": T.DoubleType(),

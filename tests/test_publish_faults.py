@@ -27,7 +27,7 @@ from pipelines.warehouse import catalog, snapshots
 from pipelines.config.lake import Lake
 from pipelines.query.sql import run_query
 from pipelines.warehouse.duck import duckdb_connection
-from schemas.tables import REGRESSIONS, Column, Table
+from schemas.definition import Column, Table
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas.tables import Table
+from schemas.definition import Table
 
 
 def check_file(path: Path, table: Table, *, floats_ok: tuple[str, ...] = ()) -> str | None:

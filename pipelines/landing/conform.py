@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from schemas.tables import Table
+from schemas.definition import Table
 
 # Integer columns that other harnesses write as float nanoseconds: rounded to whole ns
 # (below any timer's resolution), recorded as a conversion.

@@ -27,7 +27,7 @@ from pipelines.warehouse import snapshots
 from pipelines.config.lake import Lake, safe_date
 from pipelines.warehouse.session import DATABASE
 from schemas.spark import create_table_ddl, spark_schema
-from schemas.tables import Table
+from schemas.definition import Table
 
 
 _held: dict[tuple[Path, int], int] = {}   # (lock file, thread) held, and how many times

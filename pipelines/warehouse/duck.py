@@ -8,7 +8,8 @@ from __future__ import annotations
 from pipelines.config.lake import Lake
 from pipelines.warehouse import snapshots
 from pipelines.warehouse.session import DATABASE
-from schemas.tables import ALL_TABLES, Table, duckdb_type
+from schemas.definition import Table, duckdb_type
+from schemas.tables import ALL_TABLES
 
 
 def published_tables(lake: Lake) -> dict[str, list]:
