@@ -1,0 +1,141 @@
+"""Ingest sets aside, row by row with the field named, what cannot be a measurement and
+lands the rest; it converts what converts losslessly and refuses a lossy conversion (#25).
+The shard-level promises (never lose, double or mislabel a landed copy) are in
+test_ingest_integrity.py, whose helpers these tests share. pyarrow only: no Spark.
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.config.lake import Lake
+from test_ingest import shard_rows, write_shard
+from test_ingest_integrity import by_path, by_reason, lake_rows, pandas_style, run
+
+
+@pytest.fixture
+def lake(tmp_path) -> Lake:
+    return Lake(tmp_path / "lake")
+
+
+# --------------------------------------------------------------------------- 6. impossible values
+
+@pytest.mark.parametrize("field, value, expected", [
+    ("latency_ns", 0, "latency_ns 0 is not positive"),
+    ("latency_ns", 10**18, "more than an hour per call"),
+    ("sm_clock_mhz", 9_000, "sm_clock_mhz 9000 is above 2178 MHz"),
+    ("sm_clock_mhz", -5, "sm_clock_mhz -5 is negative"),
+    ("power_w", -1.0, "power_w -1.0 is negative"),
+    ("temperature_c", -300.0, "temperature_c -300.0 is not a possible reading"),
+    ("iteration", -2, "iteration -2 is negative"),
+    ("device_kind", "simulated", "simulated and measured data never mix"),
+])
+def test_an_impossible_sample_is_quarantined_by_row_and_field_and_the_rest_lands(tmp_path, lake, field, value,
+                                                                                 expected):
+    rows = shard_rows("r1")
+    rows["samples"][4][field] = value
+    report = run(write_shard(tmp_path / "a", rows), lake)
+    issue = next(i for i in report.issues if expected in i.reason)
+    assert issue.reason.startswith("row 4:") and f"field {field}" in issue.reason
+    assert lake_rows(lake, "samples") == {("2032-03-01", "dq-a", "r1", 0): 9}
+
+
+def test_a_float_latency_beyond_int64_is_quarantined_by_row_not_the_whole_file(tmp_path, lake):
+    d = write_shard(tmp_path / "a", run_id="r1")
+    t = pq.read_table(d / "samples.parquet")
+    lat = [float(v) for v in t.column("latency_ns").to_pylist()]
+    lat[2] = 1e19
+    pq.write_table(t.set_column(t.schema.get_field_index("latency_ns"), "latency_ns", pa.array(lat)),
+                   d / "samples.parquet")
+    report = run(d, lake)
+    assert [i.reason for i in report.issues] == ["row 2: latency_ns 10000000000000000000 overflows int64 "
+                                                 "(field latency_ns)"]
+    assert lake_rows(lake, "samples") == {("2032-03-01", "dq-a", "r1", 0): 9}
+
+
+def test_an_int64_iteration_beyond_int32_is_quarantined_by_row(tmp_path, lake):
+    d = write_shard(tmp_path / "a", run_id="r1")
+    t = pq.read_table(d / "samples.parquet")
+    it = t.column("iteration").to_pylist()
+    it[7] = 2**40
+    pq.write_table(t.set_column(t.schema.get_field_index("iteration"), "iteration", pa.array(it, pa.int64())),
+                   d / "samples.parquet")
+    report = run(d, lake)
+    assert "row 7: iteration 1099511627776 overflows int32" in report.issues[0].reason
+    assert lake_rows(lake, "samples") == {("2032-03-01", "dq-a", "r1", 0): 9}
+
+
+def test_repeated_keys_land_once_and_a_repeat_with_other_values_is_quarantined(tmp_path, lake):
+    rows = shard_rows("r1")
+    rows["samples"] += [dict(rows["samples"][1]), dict(rows["samples"][1]), {**rows["samples"][2], "latency_ns": 7}]
+    rows["case_results"].append(dict(rows["case_results"][0]))
+    report = run(write_shard(tmp_path / "a", rows), lake)
+    assert [i.reason.split(" with")[0] for i in report.issues] == [
+        f"row 12: samples key {{'run_id': 'r1', 'case_id': '{rows['samples'][2]['case_id']}', 'attempt': 1, "
+        "'iteration': 2} repeats row 2"]
+    assert any("2 rows repeat another row exactly" in n for n in report.notices)
+    assert lake_rows(lake, "samples") == {("2032-03-01", "dq-a", "r1", 0): 10}
+    assert lake_rows(lake, "case_results") == {("2032-03-01", "dq-a", "r1", 0): 2}
+
+
+def test_case_results_claiming_samples_the_shard_lacks_refuse_the_shard(tmp_path, lake):
+    rows = shard_rows("r1", samples=200)
+    rows["samples"] = []
+    report = run(write_shard(tmp_path / "a", rows), lake)
+    assert "claims n_samples 200 (field n_samples), the samples file holds 0" in report.issues[-1].reason
+    assert lake_rows(lake, "runs") == {} and lake_rows(lake, "case_results") == {}
+
+
+@pytest.mark.parametrize("field, value", [("flops_per_call", -1.0), ("avg_power_w", -3.0), ("n_samples", -1)])
+def test_an_impossible_case_result_is_quarantined_with_its_samples(tmp_path, lake, field, value):
+    rows = shard_rows("r1")
+    rows["case_results"][1][field] = value
+    report = run(write_shard(tmp_path / "a", rows), lake)
+    assert any(i.reason.startswith(f"row 1: {field}") for i in report.issues)
+    assert lake_rows(lake, "case_results") == {("2032-03-01", "dq-a", "r1", 0): 1}
+    assert lake_rows(lake, "samples") == {("2032-03-01", "dq-a", "r1", 0): 5}
+
+
+def test_a_run_that_finished_before_it_started_is_refused(tmp_path, lake):
+    rows = shard_rows("r1")
+    rows["runs"][0]["finished_at"] = rows["runs"][0]["started_at"] - dt.timedelta(seconds=1)
+    report = run(write_shard(tmp_path / "a", rows), lake)
+    assert "finished_at" in report.issues[-1].reason and lake_rows(lake, "runs") == {}
+
+
+# --------------------------------------------------------------------------- 7. lossless and lossy conversions
+
+def test_lossless_variants_land_and_are_recorded_in_the_report(tmp_path, lake):
+    d = write_shard(tmp_path / "a", run_id="r1")
+    pandas_style(d)
+    report = run(d, lake)
+    assert report.ok, report.issues
+    notes = " ".join(report.notices)
+    for fragment in ("all-null column typed null", "list of key/value pairs", "no time zone, read as UTC",
+                     "unit ns read as us", "integer strings read as int64"):
+        assert fragment in notes
+    assert lake_rows(lake, "samples") == {("2032-03-01", "dq-a", "r1", 0): 10}
+    # ...and are the same shard as the original encoding.
+    again = run(write_shard(tmp_path / "b", run_id="r1"), lake)
+    assert set(by_path(again).values()) == {"skipped"}
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda t: t.set_column(t.schema.get_field_index("started_at"), "started_at",
+                            pa.array([1_000_000_000_123_456_789], pa.timestamp("ns", tz="UTC"))),
+     "sub-microsecond part"),
+    (lambda t: t.set_column(t.schema.get_field_index("sm_count"), "sm_count", pa.array([132.5])),
+     "132.5 is not a whole number"),
+    (lambda t: t.set_column(t.schema.get_field_index("env"), "env",
+                            pa.array([[["A", "1"], ["A", "2"]]], pa.list_(pa.list_(pa.string())))),
+     "key 'A' appears twice"),
+], ids=["ns-timestamp", "fractional-int", "map-duplicate-key"])
+def test_lossy_conversions_are_refused_with_column_and_reason(tmp_path, lake, mutate, expected):
+    d = write_shard(tmp_path / "a", run_id="r1")
+    pq.write_table(mutate(pq.read_table(d / "run.parquet")), d / "run.parquet")
+    report = run(d, lake)
+    assert expected in by_reason(report, "run.parquet") and "column '" in by_reason(report, "run.parquet")
+    assert lake_rows(lake, "runs") == {} and lake_rows(lake, "samples") == {}
