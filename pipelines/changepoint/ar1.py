@@ -13,10 +13,11 @@ rho 0.5 the two are level.
 
 An estimated rho that reads low makes this test too eager (the prediction errors keep
 some autocorrelation); one that reads high only costs power. So callers pass the larger
-estimate where they have two, use it only below the cap on rho (`ranks.MAX_RHO`: past it the
-noise may be a random walk), never let it go below the rank test's p for independent
-runs, and read its t on the fit's degrees of freedom (a quiet 38-run AR(1) history:
-p 5e-7 on the normal tail, 6e-5 on the t).
+estimate where they have two, whiten with rho 1 (the differences) where the estimate
+reached the cap on rho (`ranks.MAX_RHO`: past it the noise may be a random walk;
+`whitening_rho`), never let it go below the rank test's p for independent runs, and read
+its t on the fit's degrees of freedom (a quiet 38-run AR(1) history: p 5e-7 on the
+normal tail, 6e-5 on the t).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def last_coef_t(y: np.ndarray, design: np.ndarray, rho: float) -> tuple[float, f
     resid = w - dw @ coef
     df = max(len(y) - design.shape[1], 1)
     s = float(np.sqrt(resid @ resid / df))
-    se = s * float(np.sqrt(np.linalg.inv(dw.T @ dw)[-1, -1]))
+    # pinv: at rho 1 the level column whitens to zeros (a random walk has no level)
+    se = s * float(np.sqrt(np.linalg.pinv(dw.T @ dw)[-1, -1]))
     step = float(coef[-1])
     t = abs(step) / se if se > 0 else (np.inf if step != 0 else 0.0)
     return step, t, df
@@ -64,3 +66,11 @@ def clip_to(v: np.ndarray, sigma: float) -> np.ndarray:
     """v with each run clipped to 4 sigma of v's median."""
     m = float(np.median(v))
     return np.clip(v, m - 4 * sigma, m + 4 * sigma)
+
+
+def whitening_rho(rho: float, cap: float) -> float:
+    """The rho to whiten with: the estimate below the cap; 1 (differences) at it, where
+    the noise may be a random walk. Whitening with a rho above the true one only costs
+    power (the later runs' share, d (1 - rho) each), whereas the cap itself, taken for the
+    truth, under-corrects a random walk (a 300-run walk got a 1.4-sigma 'step')."""
+    return rho if rho < cap else 1.0

@@ -381,11 +381,12 @@ def step_net_of_slope(before: np.ndarray, after: np.ndarray, sigma: float, rho: 
     Under autocorrelated noise z is the larger of that and the step's t from the same
     fit on the prewhitened runs (`ar1`), which weighs the night of the step: steps of
     1-3 noise widths under autocorrelation 0.5-0.8 were refused here by the long-run
-    factor alone. Not where rho reached MAX_RHO: the noise may then be a random walk
-    (rho 1), which prewhitening at MAX_RHO under-corrects (a 300-run walk got a 1.4
-    sigma 'step'). The larger of the two, because the prewhitened t relies on the night
-    of the cut and drops where the cut is one run off the step (3 of 30 steps of 2.5
-    sigma under rho 0.6 were lost with it alone)."""
+    factor alone. Where rho reached MAX_RHO the noise may be a random walk (rho 1),
+    which prewhitening at MAX_RHO under-corrects (a 300-run walk got a 1.4 sigma
+    'step'): there the fit is whitened by the differences (`ar1.whitening_rho`), which
+    only costs power if the noise is stationary. The larger of the two, because the
+    prewhitened t relies on the night of the cut and drops where the cut is one run off
+    the step (3 of 30 steps of 2.5 sigma under rho 0.6 were lost with it alone)."""
     y = np.concatenate([ar1.clip_to(before, sigma), ar1.clip_to(after, sigma)])
     t = np.arange(-len(before), len(after), dtype=float)
     design = np.column_stack([np.ones_like(t), t, (t >= 0).astype(float)])
@@ -396,8 +397,8 @@ def step_net_of_slope(before: np.ndarray, after: np.ndarray, sigma: float, rho: 
     se = s * float(np.sqrt(np.linalg.inv(design.T @ design)[2, 2] * (1 + rho) / (1 - rho)))
     step = float(coef[2])
     z = abs(step) / se if se > 0 else (np.inf if step != 0 else 0.0)
-    if 0 < rho < MAX_RHO:
-        z = max(z, ar1.last_coef_t(y, design, rho)[1])
+    if rho > 0:
+        z = max(z, ar1.last_coef_t(y, design, ar1.whitening_rho(rho, MAX_RHO))[1])
     return step, z
 
 

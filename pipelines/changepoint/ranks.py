@@ -181,7 +181,7 @@ def fixed_split_pvalue(left: np.ndarray, right: np.ndarray, rho: float | None = 
         shift = searched_p(shift_raw_p(left, right, sigma), rho, n, 1, n - 1)
         # the step by least squares on the prewhitened runs, Bonferroni over positions
         # (its statistic is far less smooth over positions than a difference of means);
-        # not at MAX_RHO, where the noise may be a random walk that it under-corrects
-        prewhitened = min(1.0, ar1.step_p(left, right, rho, sigma) * (n - 1)) if rho < MAX_RHO else 1.0
+        # whitened by the differences at MAX_RHO, where the noise may be a random walk
+        prewhitened = min(1.0, ar1.step_p(left, right, ar1.whitening_rho(rho, MAX_RHO), sigma) * (n - 1))
         p = min(p, max(min(shift, prewhitened), searched_p(raw, 0.0, n, 1, n - 1)))
     return p
