@@ -36,7 +36,6 @@ class Shard:
     override: str | None = None                                          # the --force-pool it landed under
 
 
-
 def discover(paths, report: IngestReport) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
