@@ -216,16 +216,23 @@ def test_prewhitened_least_squares_sees_the_night_of_a_step_that_the_long_run_fa
     assert null <= 0.03 * draws  # none of these 200 (1 in 400) measured at p < 0.01
 
 
+def _step_at_50_of_100(phi: float, sigmas: float, draws: int = 30) -> tuple[int, int]:
+    """(draws whose step of `sigmas` at night 50 of 100 nights of AR(1) noise is confirmed
+    within 3 nights, draws of the same noise without the step with a confirmed change)."""
+    found = alarms = 0
+    for seed in range(draws):
+        x = _ar1(100, phi, sigma=0.005, seed=seed)
+        alarms += any(not c.provisional for c in detect(x))
+        x[50:] += 0.005 * sigmas
+        found += any(abs(c.index - 50) <= 3 and not c.provisional for c in detect(x))
+    return found, alarms
+
+
 def test_a_2_sigma_step_under_ar1_noise_is_found_where_the_long_run_factor_lost_it():
     # 100 nights of AR(1) 0.6 noise, a 2-sigma step at night 50: found (confirmed,
     # within 3 nights) in 16 of 30 draws measured, 10 before the prewhitened tests; the
     # same noise without the step raises no confirmed change.
-    found = alarms = 0
-    for seed in range(30):
-        x = _ar1(100, 0.6, sigma=0.005, seed=seed)
-        alarms += any(not c.provisional for c in detect(x))
-        x[50:] += 0.005 * 2.0
-        found += any(abs(c.index - 50) <= 3 and not c.provisional for c in detect(x))
+    found, alarms = _step_at_50_of_100(phi=0.6, sigmas=2.0)
     assert found >= 13 and alarms == 0
 
 
@@ -235,10 +242,5 @@ def test_a_3_sigma_step_under_ar1_noise_past_the_rho_cap_is_found_by_the_differe
     # (differences) it is tested as a random walk's would be. Found within 3 nights,
     # confirmed: 28 of 30 draws measured, 19 before; the same noise without the step
     # raises no confirmed change (0 of 30, before and after).
-    found = alarms = 0
-    for seed in range(30):
-        x = _ar1(100, 0.85, sigma=0.005, seed=seed)
-        alarms += any(not c.provisional for c in detect(x))
-        x[50:] += 0.005 * 3.0
-        found += any(abs(c.index - 50) <= 3 and not c.provisional for c in detect(x))
+    found, alarms = _step_at_50_of_100(phi=0.85, sigmas=3.0)
     assert found >= 25 and alarms == 0
