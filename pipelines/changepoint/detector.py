@@ -143,12 +143,12 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
     found = _wandering_jumps(x, cps, sigma, params)
     main = _main_mode_changes(x, cps, params) if by_shift else {}
     bounds = [0, *sorted([*cps, *found, *main]), n]
-    tail = tail_change(x, bounds[1:-1], sigma, params)
+    tail = tail_change(x, bounds[1:-1], sigma, params, prewhitened=by_shift)
     if tail is not None:
         earlier = _before_young_level(x, bounds[-2], tail[0], params)
         if earlier:
             bounds = sorted([*bounds, *earlier])
-            tail = tail_change(x, bounds[1:-1], sigma, params) or tail
+            tail = tail_change(x, bounds[1:-1], sigma, params, prewhitened=by_shift) or tail
     changes = []
     for i, cp in enumerate(bounds[1:-1]):
         left, right = x[bounds[i]:cp], x[cp:bounds[i + 2]]
