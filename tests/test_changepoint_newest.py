@@ -7,6 +7,7 @@ from scipy.special import ndtri
 from pipelines.changepoint import detect
 from pipelines.changepoint.model import DetectorParams
 from pipelines.changepoint.newest import LONE_RUN_FACTOR, LONE_RUN_MIN, lone_run_factor
+from test_changepoint import _ar1
 
 DRAWS = 30
 
@@ -71,8 +72,6 @@ def test_a_young_level_under_ar1_noise_is_confirmed_by_the_night_of_its_step():
     # (within 1 night of the step) in 29 of 30 draws measured, 11 with the rank test
     # alone, whose long-run factor leaves out the night of the step; the same noise
     # without the level raises no confirmed change (0 of 30, before and after).
-    from test_changepoint import _ar1
-
     found = alarms = 0
     for seed in range(DRAWS):
         x = _ar1(84, 0.7, sigma=0.005, seed=seed)

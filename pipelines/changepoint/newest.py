@@ -103,11 +103,11 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float, params: DetectorPar
       that wanders) a level of 3-TAIL_MAX runs that passes run by run may also be
       significant by the step fitted on the prewhitened runs (`young_level_p`; run by
       run, because a least-squares step also stands where the level's first run is
-      still an old one: a 20-sigma step was placed one run early). Failing that, a level of 3-5
-      runs that passes run by run is reported as provisional (where several do, the
-      one with the smallest p, i.e. the best-placed start): a level seen for a few runs
-      is often not yet significant in a short or noisy history, and flagging it is
-      what gets the case rerun.
+      still an old one: a 20-sigma step was placed one run early). Failing that, a
+      level of 3-5 runs that passes run by run is reported as provisional (where
+      several do, the one with the smallest p, i.e. the best-placed start): a level
+      seen for a few runs is often not yet significant in a short or noisy history,
+      and flagging it is what gets the case rerun.
     - Failing all of these, a young level of TAIL_MAX + 1 to YOUNG_MAX runs that passes
       run by run is reported, provisional (the smallest p): the whole-series search
       has not confirmed it yet, and the level must not vanish meanwhile.
