@@ -197,6 +197,9 @@ calls = {
     "python_udf": lambda: spark.table("perf.dq_results").select(F.udf(lambda s: s, StringType())("suite")).collect(),
     "read_by_path": lambda: spark.read.text(canary).collect(),
     "drop_table": lambda: spark.sql("DROP TABLE perf.dq_results").collect(),
+    "deep_expression": lambda: spark.table("perf.dq_results").selectExpr("(" * 20000 + "1" + ")" * 20000).collect(),
+    "computed_schema": lambda: spark.table("perf.dq_results").select(F.from_json("suite", F.concat(
+        F.repeat(F.lit("struct<a:"), F.lit(20000)), F.lit("int"), F.repeat(F.lit(">"), F.lit(20000))))).collect(),
     "legit": lambda: [[str(v) for v in r] for r in spark.sql(legit).collect()],
 }
 for name, call in calls.items():
@@ -211,7 +214,7 @@ for name, call in calls.items():
 print(json.dumps({"session": client._session_id}), flush=True)
 """
 GUARDED = ["artifact", "artifact_status", "scala_udf", "scala_udf_compressed", "cache_table", "dataframe_cache",
-           "clear_cache", "refresh_table", "python_udf", "read_by_path"]
+           "clear_cache", "refresh_table", "python_udf", "read_by_path", "computed_schema"]
 
 
 @pytest.fixture(scope="module")
@@ -248,6 +251,7 @@ def test_the_guard_names_what_it_refused(hostile_calls):
     assert "catalog.cacheTable" in said["cache_table"] and "DataFrame.cache" in said["dataframe_cache"]
     assert "catalog.clearCache" in said["clear_cache"] and "catalog.refreshTable" in said["refresh_table"]
     assert "a Python user-defined function" in said["python_udf"] and "by format, path" in said["read_by_path"]
+    assert "from_json with a type computed by an expression" in said["computed_schema"]
 
 
 def test_an_uploaded_artifact_lands_nowhere_and_the_token_check_still_comes_first(hostile_calls, connect_corpus):
@@ -262,6 +266,8 @@ def test_after_the_guards_refusals_the_gate_still_refuses_and_a_legit_query_is_a
     answers = hostile_calls["answers"]
     drop = answers["drop_table"]  # the gate's sentence, and nothing more: no Java stack trace
     assert not drop["ok"] and refusal_in(drop["error"]) == drop["error"], drop
+    deep = answers["deep_expression"]  # an expression's text is bounded before Spark parses it
+    assert not deep["ok"] and refusal_in(deep["error"]) == deep["error"] and "levels deep" in deep["error"], deep
     assert answers["legit"] == {"call": "legit", "ok": True, "rows": sorted([s, str(ok)] for s, ok in DQ_ROWS)}
 
 

@@ -160,6 +160,14 @@ CORPUS: list[tuple[str, str]] = [
     ("WITH x AS (SELECT 1) INSERT INTO perf.dq_results SELECT 'z', true", ""),
     ("WITH x AS (SELECT * FROM csv.`{canary}`) SELECT * FROM perf.dq_results", "inert:duckdb"),
     ("SELECT * FROM perf.dq_results WHERE suite IN (SELECT value FROM text.`{canary}`)", ""),
+    # too deep or too long to parse: Spark's parser would take the service's whole heap
+    # (20,000 nested parentheses left it up but deaf to every new connection)
+    ("SELECT " + "(" * 20_000 + "1" + ")" * 20_000, ""),
+    ("SELECT " + "NOT " * 20_000 + "true", ""),
+    ("SELECT CAST(NULL AS " + "struct<a:" * 20_000 + "int" + ">" * 20_000 + ")", ""),
+    ("SELECT from_json('{}', concat(repeat('struct<a:', 20000), 'int', repeat('>', 20000)))", ""),
+    ("SELECT count(*) FROM perf.dq_results WHERE suite IN (" + ",".join(f"'{i}'" for i in range(200_000)) + ")",
+     "inert:duckdb"),
 ]
 
 
@@ -319,6 +327,13 @@ def test_a_legitimate_query_still_runs_on_every_engine(hostile, monkeypatch, cap
     q = "SELECT suite FROM perf.v_ok WHERE suite IN (SELECT suite FROM perf.dq_results WHERE success) ORDER BY suite"
     answer = sqlserver.query_via_jdbc([q], **hostile["conn"])[0]
     assert answer["ok"] and answer["rows"] == [["copy"], ["gemm"]], answer
+    # within the gate's bounds on nesting: brackets, type brackets, CASE, prefix operators
+    nested = ("SELECT " + "(" * 40 + "1" + ")" * 40 + " AS one, CAST(NULL AS struct<a: array<map<string, "
+              "struct<b: int>>>>) AS t, from_json('{\"a\": 1}', 'a INT').a AS j, "
+              "from_json('{\"a\": 2}', schema_of_json('{\"a\": 0}')).a AS k, "
+              "CASE WHEN NOT NOT true THEN -(-3) END AS c, 8 >> 1 AS s")
+    answer = sqlserver.query_via_jdbc([nested], **hostile["conn"])[0]
+    assert answer["ok"] and answer["rows"] == [["1", None, "1", "2", "3", "4"]], answer
     monkeypatch.setenv("PERFLAKE_HOME", str(hostile["lake"].root))
     assert main(["sql", "--engine", "duckdb", "--format", "csv",
                  "SELECT suite FROM perf.dq_results WHERE success ORDER BY suite"]) == 0

@@ -93,4 +93,8 @@ def session_conf() -> dict[str, str]:
         # Defence in depth: the gate refuses path-based reads itself; Spark's switch too.
         "spark.sql.runSQLOnFiles": "false",
         "spark.sql.scripting.enabled": "false",
+        # Spark's parser keeps a cache (ANTLR's DFA) that grows with every new shape of
+        # statement and is never emptied: flushed once it passes 10 % of the driver's heap.
+        "spark.sql.parser.manageParserCaches": "true",
+        "spark.sql.parser.parserDfaCacheFlushRatio": "10",
     }

@@ -8,6 +8,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
+import org.apache.spark.SparkEnv;
 import org.apache.spark.connect.proto.Plan;
 import org.apache.spark.sql.catalyst.parser.CatalystSqlParser$;
 import org.apache.spark.sql.connect.utils.PlanCompressionUtils$;
@@ -159,13 +160,34 @@ final class ConnectRules {
                 return null;  // the planner's parser refuses it the same way
             }
         }
+        List<?> args = (List<?>) m.getField(m.getDescriptorForType().findFieldByName("arguments"));
         try {
             Gate.judgeFunctionName(parts);
+            Gate.judgeTypeArgument(parts, args.size(), i -> typeArgument((Message) args.get(i)),
+                                   new StatementBounds(SparkEnv.get().conf()));
         } catch (Exception e) {
             if (e instanceof Refusal) {
                 return ((Refusal) e).getMessage();
             }
             throw e;
+        }
+        return null;
+    }
+
+    /** A Connect argument (an Expression message) as Gate.judgeTypeArgument sees it: a
+     * string literal's text, the name of a function called there, or null. */
+    private static Object typeArgument(Message expr) {
+        for (Map.Entry<FieldDescriptor, Object> field : expr.getAllFields().entrySet()) {
+            String kind = field.getKey().getName();
+            Message value = field.getValue() instanceof Message ? (Message) field.getValue() : null;
+            if (kind.equals("literal") && value != null) {
+                FieldDescriptor string = value.getDescriptorForType().findFieldByName("string");
+                return value.hasField(string) ? (String) value.getField(string) : null;
+            }
+            if (kind.equals("unresolved_function") && value != null) {
+                String name = (String) value.getField(value.getDescriptorForType().findFieldByName("function_name"));
+                return new Gate.FunctionCall(name.toLowerCase(java.util.Locale.ROOT));
+            }
         }
         return null;
     }

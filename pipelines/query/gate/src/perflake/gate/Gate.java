@@ -16,6 +16,7 @@ import org.apache.spark.sql.catalyst.analysis.UnresolvedTableValuedFunction;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.catalyst.catalog.HiveTableRelation;
 import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.SubqueryExpression;
 import org.apache.spark.sql.catalyst.expressions.UserDefinedExpression;
 import org.apache.spark.sql.catalyst.plans.QueryPlan;
@@ -24,6 +25,8 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.internal.SQLConf$;
+
+import org.apache.spark.unsafe.types.UTF8String;
 
 import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
@@ -75,6 +78,13 @@ public final class Gate {
     private static final Set<String> FILE_FUNCTIONS = new HashSet<>(Arrays.asList(
         "in_file", "read_files", "read_csv", "read_json", "read_text", "read_parquet", "read_blob", "read_orc",
         "read_avro", "read_xml", "glob"));
+    /** Functions that parse one of their arguments (by position) as a data type or schema
+     * while the statement is analysed, with Spark's static parser, which the gate's parser
+     * does not wrap: that argument must be text the gate can bound first. */
+    private static final Map<String, Integer> TYPE_ARGUMENTS = Map.of(
+        "from_json", 1, "from_csv", 1, "variant_get", 2, "try_variant_get", 2);
+    /** Spark's own schema of a sample it parses with a bounded nesting depth (Jackson). */
+    private static final Set<String> SCHEMA_OF = Set.of("schema_of_json", "schema_of_csv");
 
     /** Session settings that the Thrift server itself gives every session (output formats). */
     private static final Set<String> FREE_SETTINGS = new HashSet<>(Arrays.asList(
@@ -96,7 +106,7 @@ public final class Gate {
     // ---------------------------------------------------------------- parsed plans
 
     /** Judge a statement as parsed, before analysis touches the catalog, files or classes. */
-    public static LogicalPlan checkParsed(LogicalPlan plan, SparkSession session) {
+    public static LogicalPlan checkParsed(LogicalPlan plan, SparkSession session, StatementBounds bounds) {
         checkSettings(session);
         String root = name(plan);
         if (isCommand(plan)) {
@@ -104,7 +114,7 @@ public final class Gate {
             if (root.equals("ExplainCommand")) {
                 Object inner = call(plan, "logicalPlan");
                 if (inner instanceof LogicalPlan) {
-                    checkParsed((LogicalPlan) inner, session);
+                    checkParsed((LogicalPlan) inner, session, bounds);
                 }
                 return plan;
             }
@@ -128,12 +138,55 @@ public final class Gate {
             }
             for (Expression e : expressions(node)) {
                 if (e instanceof UnresolvedFunction) {
-                    judgeFunctionName(parts(((UnresolvedFunction) e).nameParts()));
+                    UnresolvedFunction f = (UnresolvedFunction) e;
+                    List<String> name = parts(f.nameParts());
+                    judgeFunctionName(name);
+                    judgeTypeArgument(name, f.arguments().size(), i -> typeArgument(f.arguments().apply(i)), bounds);
                 }
                 refuseExpression(e);
             }
         }
         return plan;
+    }
+
+    /** A parsed argument as judgeTypeArgument sees it: a string literal's text, the name of
+     * a function called there, or neither (null). */
+    private static Object typeArgument(Expression arg) {
+        if (arg instanceof Literal && ((Literal) arg).value() instanceof UTF8String) {
+            return ((Literal) arg).value().toString();
+        }
+        if (arg instanceof UnresolvedFunction) {
+            List<String> name = parts(((UnresolvedFunction) arg).nameParts());
+            return new FunctionCall(name.get(name.size() - 1).toLowerCase(Locale.ROOT));
+        }
+        return null;
+    }
+
+    /** A function called as an argument, by its last name part, lower case. */
+    record FunctionCall(String name) {}
+
+    /** Judge the type argument of a function of TYPE_ARGUMENTS called with `count`
+     * arguments, `argument(i)` giving argument i as a String (a literal's text), a
+     * FunctionCall, or null: a literal is held to the statement bounds; Spark's own
+     * schema_of_json / schema_of_csv passes; anything computed is refused. The Connect
+     * guard judges DataFrame calls with it too. */
+    static void judgeTypeArgument(List<String> name, int count, java.util.function.IntFunction<Object> argument,
+                                  StatementBounds bounds) {
+        if (name.isEmpty()) {
+            return;
+        }
+        String fn = name.get(name.size() - 1).toLowerCase(Locale.ROOT);
+        Integer index = TYPE_ARGUMENTS.get(fn);
+        if (index == null || index >= count) {
+            return;
+        }
+        Object arg = argument.apply(index);
+        if (arg instanceof String) {
+            bounds.check((String) arg);
+        } else if (!(arg instanceof FunctionCall && SCHEMA_OF.contains(((FunctionCall) arg).name()))) {
+            throw refuse(fn + " with a type computed by an expression", "is parsed while the statement is "
+                         + "analysed, before the gate can bound its size; write the type as a string literal");
+        }
     }
 
     // ---------------------------------------------------------------- analyzed plans

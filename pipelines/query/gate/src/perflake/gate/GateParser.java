@@ -11,34 +11,57 @@ import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 
-/** Spark's own parser, with every parsed statement judged by the gate before analysis. */
+/** Spark's own parser, with every parsed statement judged by the gate before analysis,
+ * and every text held to the gate's StatementBounds before Spark parses it (statements
+ * and expressions, from SQL or a Spark Connect plan; data types and schemas, which a
+ * query can pass as a string to from_json and friends). */
 public final class GateParser implements ParserInterface {
     private final SparkSession session;
     private final ParserInterface delegate;
+    private final StatementBounds bounds;
 
     public GateParser(SparkSession session, ParserInterface delegate) {
         this.session = session;
         this.delegate = delegate;
+        this.bounds = new StatementBounds(session.sparkContext().getConf());
+    }
+
+    /** A Spark parse of text already within the bounds; the few statements that still
+     * overflow the parser's stack are refused as too deep, in one sentence. */
+    private <T> T parse(ParseCall<T> call) throws ParseException {
+        try {
+            return call.run();
+        } catch (StackOverflowError e) {
+            throw bounds.tooDeep();
+        }
+    }
+
+    private interface ParseCall<T> {
+        T run() throws ParseException;
     }
 
     @Override
     public LogicalPlan parsePlan(String sql) throws ParseException {
-        return Gate.checkParsed(delegate.parsePlan(sql), session);
+        String text = bounds.check(sql);
+        return Gate.checkParsed(parse(() -> delegate.parsePlan(text)), session, bounds);
     }
 
     @Override
     public LogicalPlan parsePlanWithParameters(String sql, ParameterContext params) throws ParseException {
-        return Gate.checkParsed(delegate.parsePlanWithParameters(sql, params), session);
+        String text = bounds.check(sql);
+        return Gate.checkParsed(parse(() -> delegate.parsePlanWithParameters(text, params)), session, bounds);
     }
 
     @Override
     public LogicalPlan parseQuery(String sql) throws ParseException {
-        return Gate.checkParsed(delegate.parseQuery(sql), session);
+        String text = bounds.check(sql);
+        return Gate.checkParsed(parse(() -> delegate.parseQuery(text)), session, bounds);
     }
 
     @Override
     public Expression parseExpression(String sql) throws ParseException {
-        return delegate.parseExpression(sql);
+        String text = bounds.check(sql);
+        return parse(() -> delegate.parseExpression(text));
     }
 
     @Override
@@ -58,16 +81,19 @@ public final class GateParser implements ParserInterface {
 
     @Override
     public StructType parseRoutineParam(String sql) throws ParseException {
-        return delegate.parseRoutineParam(sql);
+        String text = bounds.check(sql);
+        return parse(() -> delegate.parseRoutineParam(text));
     }
 
     @Override
     public StructType parseTableSchema(String sql) throws ParseException {
-        return delegate.parseTableSchema(sql);
+        String text = bounds.check(sql);
+        return parse(() -> delegate.parseTableSchema(text));
     }
 
     @Override
     public DataType parseDataType(String sql) throws ParseException {
-        return delegate.parseDataType(sql);
+        String text = bounds.check(sql);
+        return parse(() -> delegate.parseDataType(text));
     }
 }
