@@ -200,6 +200,8 @@ calls = {
     "deep_expression": lambda: spark.table("perf.dq_results").selectExpr("(" * 20000 + "1" + ")" * 20000).collect(),
     "computed_schema": lambda: spark.table("perf.dq_results").select(F.from_json("suite", F.concat(
         F.repeat(F.lit("struct<a:"), F.lit(20000)), F.lit("int"), F.repeat(F.lit(">"), F.lit(20000))))).collect(),
+    "env_token": lambda: [[str(v) for v in r] for r in spark.sql(
+        "SELECT '${env:SPARK_CONNECT_AUTHENTICATE_TOKEN}' AS t").collect()],
     "legit": lambda: [[str(v) for v in r] for r in spark.sql(legit).collect()],
 }
 for name, call in calls.items():
@@ -268,6 +270,9 @@ def test_after_the_guards_refusals_the_gate_still_refuses_and_a_legit_query_is_a
     assert not drop["ok"] and refusal_in(drop["error"]) == drop["error"], drop
     deep = answers["deep_expression"]  # an expression's text is bounded before Spark parses it
     assert not deep["ok"] and refusal_in(deep["error"]) == deep["error"] and "levels deep" in deep["error"], deep
+    # Spark's ${env:...} substitution is off: the service's environment holds this token
+    assert answers["env_token"] == {"call": "env_token", "ok": True,
+                                    "rows": [["${env:SPARK_CONNECT_AUTHENTICATE_TOKEN}"]]}, answers["env_token"]
     assert answers["legit"] == {"call": "legit", "ok": True, "rows": sorted([s, str(ok)] for s, ok in DQ_ROWS)}
 
 

@@ -37,6 +37,7 @@ from pipelines.query.sql import REFUSAL_PREFIX, refusal_in
 REPO = Path(__file__).resolve().parents[1]
 USER, PASSWORD = "analyst", "s3cret-" + secrets.token_hex(8)
 QUERY_TIMEOUT_S, MAX_ROWS = 20, 100
+ENV_CANARY = "PERFLAKE_HOSTILE_CANARY"
 DQ_ROWS = [("gemm", True), ("softmax", False), ("copy", True)]
 
 # (statement, flags). Flags: "native": Spark's own parser or analyzer refuses it before
@@ -160,6 +161,9 @@ CORPUS: list[tuple[str, str]] = [
     ("WITH x AS (SELECT 1) INSERT INTO perf.dq_results SELECT 'z', true", ""),
     ("WITH x AS (SELECT * FROM csv.`{canary}`) SELECT * FROM perf.dq_results", "inert:duckdb"),
     ("SELECT * FROM perf.dq_results WHERE suite IN (SELECT value FROM text.`{canary}`)", ""),
+    # Spark's ${...} substitution: the service's environment and JVM properties
+    ("SELECT '${env:PERFLAKE_HOSTILE_CANARY}' AS e, '${system:perflake.audit.log}' AS p", "inert:spark inert:duckdb"),
+    ("SELECT getenv('PERFLAKE_HOSTILE_CANARY')", "native"),
     # too deep or too long to parse: Spark's parser would take the service's whole heap
     # (20,000 nested parentheses left it up but deaf to every new connection)
     ("SELECT " + "(" * 20_000 + "1" + ")" * 20_000, ""),
@@ -236,7 +240,17 @@ def hostile(tmp_path_factory):
     paths = {"canary": str(outside / "secret.txt"), "canary_unicode": str(outside / "geheim-ü.txt"),
              "outside": str(outside), "marker": str(base / "pwned"), "warehouse": str(lake.warehouse)}
     statements = [_fill(sql, paths) for sql, _ in CORPUS]
+    # in the environment of the CLI's process and the server's, as a secret would be
+    os.environ[ENV_CANARY] = secret
+    try:
+        yield from _hostile(base, lake, secret, paths, statements)
+    finally:
+        os.environ.pop(ENV_CANARY, None)
 
+
+def _hostile(base, lake, secret, paths, statements):
+    """The body of the `hostile` fixture: the lake built, the corpus through the Spark CLI,
+    then the server started and the corpus through JDBC."""
     _subprocess(f"from tests.test_hostile_sql import _build_lake; _build_lake({str(lake.root)!r})", timeout=300)
     before = _snapshot(lake)
     stmts_file = base / "statements.json"
@@ -285,6 +299,9 @@ def test_jdbc_refuses_each_hostile_statement_with_one_sentence(hostile, i):
 @pytest.mark.parametrize("i", range(len(CORPUS)), ids=_ids())
 def test_the_spark_cli_refuses_each_hostile_statement_with_one_line(hostile, i):
     result = hostile["spark_cli"][i]
+    if result["code"] == 0 and "inert:spark" in CORPUS[i][1]:
+        assert hostile["secret"] not in result["out"] + result["err"]
+        return
     assert result["code"] == 2 and result["out"] == "", (hostile["statements"][i], result)
     err = result["err"].strip()
     assert err.startswith("perflake sql: ") and "\n" not in err and "Traceback" not in err, err[:800]

@@ -93,6 +93,10 @@ def session_conf() -> dict[str, str]:
         # Defence in depth: the gate refuses path-based reads itself; Spark's switch too.
         "spark.sql.runSQLOnFiles": "false",
         "spark.sql.scripting.enabled": "false",
+        # Spark substitutes ${env:NAME}, ${system:name} and ${spark.some.setting} in SQL
+        # text before parsing it: any user would read the service's environment (Spark
+        # Connect's token among it) and JVM properties. Off: the text is what is parsed.
+        "spark.sql.variable.substitute": "false",
         # Spark's parser keeps a cache (ANTLR's DFA) that grows with every new shape of
         # statement and is never emptied: flushed once it passes 10 % of the driver's heap.
         "spark.sql.parser.manageParserCaches": "true",
