@@ -405,3 +405,74 @@ def check_lake(lake: Lake, best: dict, landed_before: dict, step: int, action: s
         assert landed_before.get((rid, sh), (0, 0)) <= (attempt, samples.num_rows), "a landing went backwards"
         landed_before[(rid, sh)] = (attempt, samples.num_rows)
     shutil.rmtree(lake.landing / "_conflicts", ignore_errors=True)  # a person resolved them
+
+
+# --------------------------------------------------------------------------- found by red-teaming ingest
+
+def test_an_nvbench_sample_file_that_arrives_later_completes_the_run_instead_of_landing_it_twice(tmp_path, lake):
+    d = tmp_path / "nv"
+    d.mkdir()
+    (d / "result.json").write_text(json.dumps(nvbench_doc([nv_state("1024", 1.1e-6, 3, "s0.bin"),
+                                                           nv_state("2048", 2e-6, 3, "s1.bin")])))
+    np.array([1e-6, 1.1e-6, 1.2e-6], dtype="<f4").tofile(d / "s0.bin")  # s1.bin is missing
+    first = run([d], lake)
+    assert any("s1.bin is missing" in i.reason for i in first.issues)
+    np.array([2e-6, 2.1e-6, 2.2e-6], dtype="<f4").tofile(d / "s1.bin")
+    second = run([d], lake)
+    assert not second.conflicts and any("completes the copy" in n for n in second.notices), second.notices
+    assert len(lake_rows(lake, "runs")) == 1  # one run id: the JSON's, whatever the sample files held
+    assert list(lake_rows(lake, "case_results").values()) == [2]
+    assert list(lake_rows(lake, "samples").values()) == [6]
+
+
+@pytest.mark.parametrize("name", ["NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA A100-PCIE-40GB"])
+def test_an_nvbench_gpu_of_another_form_factor_or_size_is_not_inferred_into_a_pool(tmp_path, lake, name):
+    doc = nvbench_doc([nv_state("1024", 1e-6, 3)])
+    doc["devices"][0].update(name=name, number_of_sms=None)
+    (tmp_path / "result.json").write_text(json.dumps(doc))
+    report = run([tmp_path / "result.json"], lake, pool=None)
+    assert "unknown pool: no registered pool has gpu_name" in report.issues[-1].reason
+    assert lake_rows(lake, "runs") == {}
+
+
+def test_an_nvbench_gpu_whose_sm_count_is_not_the_skus_is_not_inferred_into_its_pool(tmp_path, lake):
+    doc = nvbench_doc([nv_state("1024", 1e-6, 3)])
+    doc["devices"][0].update(name="NVIDIA H100", number_of_sms=114)  # a PCIe card's count
+    (tmp_path / "result.json").write_text(json.dumps(doc))
+    assert "unknown pool" in run([tmp_path / "result.json"], lake, pool=None).issues[-1].reason
+
+
+def test_a_linked_folder_is_walked_and_a_folder_reached_twice_is_judged_once(tmp_path, lake):
+    write_shard(tmp_path / "elsewhere" / "s1", run_id="r1")
+    (tmp_path / "up").mkdir()
+    write_shard(tmp_path / "up" / "s0", run_id="r0")
+    (tmp_path / "up" / "s1").symlink_to(tmp_path / "elsewhere" / "s1")
+    (tmp_path / "up" / "loop").symlink_to(tmp_path / "up")
+    report = run([tmp_path / "up", tmp_path / "elsewhere" / "s1"], lake)
+    assert report.ok and len(report.files) == 6
+    assert {k[2] for k in lake_rows(lake, "samples")} == {"r0", "r1"}
+
+
+def test_a_run_timestamp_python_cannot_hold_refuses_its_shard_by_field_and_the_neighbour_lands(tmp_path, lake):
+    write_shard(tmp_path / "in" / "a-good", run_id="r-good")
+    bad = write_shard(tmp_path / "in" / "b-bad", run_id="r-bad")
+    t = pq.read_table(bad / "run.parquet")
+    i = t.schema.get_field_index("finished_at")
+    past_9999 = pa.array([253402300800 * 10**6 + 1], pa.int64()).cast(t.schema.field(i).type)
+    pq.write_table(t.set_column(i, t.schema.field(i), past_9999), bad / "run.parquet")
+    report = run([tmp_path / "in"], lake)
+    assert "finished_at cannot be read as a value" in by_reason(report, "b-bad/run.parquet")
+    assert {k[2] for k in lake_rows(lake, "samples")} == {"r-good"}
+
+
+def test_a_file_arrow_cannot_convert_is_refused_and_every_file_of_its_folder_gets_an_outcome(tmp_path, lake):
+    d = write_shard(tmp_path / "a", run_id="r1")
+    t = pq.read_table(d / "case_results.parquet")
+    i = t.schema.get_field_index("params")
+    nested = pa.array([[("k", [("x", "y")])]] * t.num_rows, pa.map_(pa.string(), pa.map_(pa.string(), pa.string())))
+    pq.write_table(t.set_column(i, pa.field("params", nested.type), nested), d / "case_results.parquet")
+    report = run([d], lake)
+    assert sorted(Path(f.path).name for f in report.files) == ["case_results.parquet", "run.parquet",
+                                                               "samples.parquet"]
+    assert "cannot be converted to the landing schema" in by_reason(report, "case_results.parquet")
+    assert "\n" not in by_reason(report, "case_results.parquet") and lake_rows(lake, "runs") == {}

@@ -139,3 +139,40 @@ def test_lossy_conversions_are_refused_with_column_and_reason(tmp_path, lake, mu
     report = run(d, lake)
     assert expected in by_reason(report, "run.parquet") and "column '" in by_reason(report, "run.parquet")
     assert lake_rows(lake, "runs") == {} and lake_rows(lake, "samples") == {}
+
+
+# --------------------------------------------------------------------------- 8. found by red-teaming ingest
+
+@pytest.mark.parametrize("kind, field, value", [("samples", "latency_ns", 0), ("case_results", "flops_per_call", -1.0)])
+def test_an_impossible_first_copy_of_a_key_does_not_cost_its_valid_repeat_its_place(tmp_path, lake, kind, field,
+                                                                                   value):
+    rows = shard_rows("r1")
+    rows[kind].insert(0, {**rows[kind][2 if kind == "samples" else 0], field: value})
+    report = run(write_shard(tmp_path / "a", rows), lake)
+    assert [i.reason.split(" (field")[0].split(": ", 1)[1] for i in report.issues] == [
+        f"{field} {value} is " + ("not positive" if kind == "samples" else "negative or not finite")]
+    assert lake_rows(lake, "samples") == {("2032-03-01", "dq-a", "r1", 0): 10}
+    assert lake_rows(lake, "case_results") == {("2032-03-01", "dq-a", "r1", 0): 2}
+
+
+def test_a_nan_temperature_or_power_is_no_reading_and_the_sample_lands_with_null(tmp_path, lake):
+    rows = shard_rows("r1")
+    for r in rows["samples"]:
+        r["temperature_c"], r["power_w"] = 61.0, 300.0
+    for r in rows["samples"][:3]:
+        r["temperature_c"], r["power_w"] = float("nan"), float("nan")
+    rows["samples"][3]["power_w"] = float("inf")  # a broken reading, not a missing one
+    report = run(write_shard(tmp_path / "a", rows), lake)
+    assert [i.reason for i in report.issues] == ["row 3: power_w inf is negative or not finite (field power_w)"]
+    assert any("3 rows have NaN in temperature_c, read as no reading (null)" in n for n in report.notices)
+    got = pq.read_table(next((lake.landing / "samples").rglob("shard-0.parquet"))).to_pylist()
+    assert len(got) == 9 and sum(r["temperature_c"] is None for r in got) == 3
+
+
+def test_a_date_that_is_not_on_the_calendar_is_an_argument_error(tmp_path, lake):
+    from pipelines.landing.ingest import ArgumentError
+
+    for date in ("2026-13-45", "0000-00-00", "2026-02-30"):
+        with pytest.raises(ArgumentError, match="is not a calendar date"):
+            run(write_shard(tmp_path / "a", run_id="r1"), lake, date=date)
+    assert lake_rows(lake, "runs") == {}

@@ -10,12 +10,12 @@ from pipelines.config.lake import Lake
 
 
 def _cmd_ingest(args) -> int:
-    from pipelines.landing.ingest import ingest
+    from pipelines.landing.ingest import ArgumentError, ingest
 
     try:
         report = ingest(args.paths, Lake.from_env(), pool=args.pool, date=args.date,
                         force_pool=args.force_pool, verbose=args.verbose)
-    except ValueError as e:  # arguments that make the whole call unlandable
+    except ArgumentError as e:  # arguments that make the whole call unlandable
         print(f"perflake ingest: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # noqa: BLE001 - never a raw traceback for any input, unless asked

@@ -1,6 +1,7 @@
 """Where everything lives under the lake root ($PERFLAKE_HOME, default ./data)."""
 from __future__ import annotations
 
+import datetime
 import os
 import re
 from dataclasses import dataclass
@@ -19,8 +20,14 @@ def safe_name(value: str, what: str) -> str:
 
 
 def safe_date(value: str) -> str:
+    """`value` if it is a calendar date written YYYY-MM-DD (it becomes a dt= partition);
+    otherwise a ValueError: 2026-13-45 would land rows under a night that never was."""
     if not isinstance(value, str) or not _DATE.match(value):
         raise ValueError(f"date {value!r} is not YYYY-MM-DD")
+    try:
+        datetime.date.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"date {value!r} is not a calendar date (YYYY-MM-DD)") from None
     return value
 
 

@@ -62,16 +62,19 @@ def ingest(paths: list[str | Path], lake: Lake, *, pool: str | None = None, date
            registry: dict | None = None, now: dt_.datetime | None = None, force_pool: bool = False,
            verbose: bool = False) -> IngestReport:
     """Land every valid shard found in `paths`; report every file's outcome and
-    quarantine what was refused. Raises ValueError only for arguments that make the
+    quarantine what was refused. Raises ArgumentError only for arguments that make the
     whole call unlandable (an unknown --pool, a malformed --date)."""
     from pipelines.config.pools import load_pools
 
     registry = registry if registry is not None else load_pools()
-    if pool is not None and safe_name(pool, "pool") not in registry:
-        raise ValueError(f"unknown pool {pool!r}; registered pools: {sorted(registry)} "
-                         f"(add it to pools.yaml or $PERFLAKE_POOLS)")
-    if date is not None:
-        safe_date(date)
+    try:
+        if pool is not None and safe_name(pool, "pool") not in registry:
+            raise ValueError(f"unknown pool {pool!r}; registered pools: {sorted(registry)} "
+                             f"(add it to pools.yaml or $PERFLAKE_POOLS)")
+        if date is not None:
+            safe_date(date)
+    except ValueError as e:
+        raise ArgumentError(str(e)) from None
     now = now or dt_.datetime.now(dt_.timezone.utc)
     report = IngestReport()
     ctx = _Call(lake, report, pool, date, registry, now, force_pool, verbose)
@@ -94,6 +97,27 @@ def ingest(paths: list[str | Path], lake: Lake, *, pool: str | None = None, date
             ctx.refuse_shard(shard)
     ctx.finish()
     return report
+
+
+class ArgumentError(ValueError):
+    """An argument that makes the whole call unlandable (an unknown --pool, a bad --date)."""
+
+
+def one_line(e: Exception) -> str:
+    """An exception as one line: its type and the first line of its message (Arrow's
+    messages go on with a schema dump)."""
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+def _records(table: pa.Table) -> list[dict]:
+    """The rows of `table` as records for the quarantine; a value Python cannot hold (a
+    timestamp past year 9999) is kept as Arrow's text of it."""
+    try:
+        return table.to_pylist()
+    except (OverflowError, ValueError, pa.ArrowException):
+        cols = [c.cast(pa.string()) if pa.types.is_temporal(c.type) else c for c in table.columns]
+        return pa.table(cols, names=table.column_names).to_pylist()
 
 
 def _attempt_of(s: Shard) -> int:
@@ -132,7 +156,7 @@ class _Call:
         try:
             return fn(*args)
         except Exception as e:  # noqa: BLE001 - one bad input must not stop its neighbours
-            why = f"could not be ingested: {type(e).__name__}: {e}"
+            why = f"could not be ingested: {one_line(e)}"
             if self.verbose:
                 why += "\n" + traceback.format_exc()
             if shard is None:
@@ -213,10 +237,14 @@ class _Call:
 
     def read_member(self, shard: Shard, path: Path, kind: str) -> str | None:
         try:
-            raw = pq.read_table(path)
+            with open(path, "rb") as f:  # opened by Python: Arrow refuses a path that is not UTF-8
+                raw = pq.read_table(f)
         except Exception as e:  # noqa: BLE001 - corrupt pages raise several Arrow and OS errors
-            return f"not a readable Parquet file: {type(e).__name__}: {e}"
-        c = conform(raw, KIND_TABLES[kind])
+            return f"not a readable Parquet file: {one_line(e)}"
+        try:
+            c = conform(raw, KIND_TABLES[kind])
+        except Exception as e:  # noqa: BLE001 - a type Arrow cannot cast: this file's refusal, not its folder's
+            return f"cannot be converted to the landing schema: {one_line(e)}"
         if c.refusal:
             return c.refusal
         shard.notices += [f"{path}: {note} (lossless)" for note in c.conversions]
@@ -227,7 +255,7 @@ class _Call:
             if kind == "runs":
                 return f"row 0 cannot be stored: {next(iter(c.row_rejects.values()))}"
             src = f"{path} [{kind}]"
-            records = raw.to_pylist()
+            records = _records(raw)
             for i, why in sorted(c.row_rejects.items()):
                 shard.rejects.append((src, why, records[i]))
             shard.skip[kind] = set(c.row_rejects)  # filtered later, so that row numbers stay the file's
@@ -297,7 +325,7 @@ class _Call:
         sku, kind, name = run.get("gpu_sku"), run["device_kind"], run.get("gpu_name")
         said = f"sku {sku!r}" if sku else f"gpu_name {name!r} (no gpu_sku)"
         if self.pool is None:
-            match = [p.name for p in self.registry.values() if p.device_kind == kind and relations.same_gpu(p.sku, sku, name)]
+            match = [p.name for p in self.registry.values() if p.device_kind == kind and relations.same_gpu(p.sku, sku, name, run)]
             if len(match) != 1:
                 return None, (f"unknown pool: {'no' if not match else 'more than one'} registered pool has {said} and "
                               f"device_kind {kind!r} (pools: {sorted(self.registry)}{'; matching: ' + str(match) if match else ''}); "
@@ -308,7 +336,7 @@ class _Call:
         mismatch = []
         if p.device_kind != kind:
             mismatch.append(f"device_kind {kind!r}, pool's {p.device_kind!r}")
-        if not relations.same_gpu(p.sku, sku, name):
+        if not relations.same_gpu(p.sku, sku, name, run):
             mismatch.append(f"{said}, pool's sku {p.sku!r}")
         if mismatch:
             what = (f"hardware mismatch: the shard's run metadata says {'; '.join(mismatch)} (pool {p.name!r}, "
@@ -430,7 +458,7 @@ class _Call:
             why = shard.refused_files.get(path)
             self.mark(path, "quarantined", why or f"not landed: {shard.refusal}", label)
         for kind, table in shard.tables.items():
-            shard.rejects += [(f"{shard.source} [{kind}]", shard.refusal, r) for r in table.to_pylist()]
+            shard.rejects += [(f"{shard.source} [{kind}]", shard.refusal, r) for r in _records(table)]
         shard.rejects += [(str(p), why, {}) for p, why in shard.refused_files.items()]
         write_quarantine(self.lake, self.report, shard.rejects, self.date or self.now.date().isoformat(), self.now,
                          shard.members)

@@ -3,6 +3,7 @@ bytes (Parquet, JSON, nvbench sample times), and the shard each file belongs to.
 pipelines/landing/ingest.py decides what becomes of them."""
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,19 +38,43 @@ class Shard:
 
 
 def discover(paths, report: IngestReport) -> list[Path]:
-    out: list[Path] = []
+    """Every file under `paths`, each once however it is reached (a folder named twice, a
+    link to it); a folder that cannot be read is an issue, never silently left out."""
+    out: dict[Path, Path] = {}  # resolved path -> the path as found
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file()
-                           and not any(part.startswith(".") for part in f.relative_to(p).parts))
+            found = sorted(_walk(p, report))
             if not found:
                 report.issues.append(Issue(str(p), "nothing to ingest: the folder holds no files"))
-            out += found
+            for f in found:
+                out.setdefault(f.resolve(), f)
         elif p.is_file():
-            out.append(p)
+            out.setdefault(p.resolve(), p)
         else:
             report.issues.append(Issue(str(p), "no such file or directory"))
-    return list(dict.fromkeys(out))  # a file named twice is judged once
+    return list(out.values())
+
+
+def _walk(top: Path, report: IngestReport):
+    """The files under `top`, hidden names skipped, following links to folders (each real
+    folder once, so a link loop ends)."""
+    seen: set[str] = set()
+
+    def unreadable(err: OSError) -> None:
+        report.issues.append(Issue(str(err.filename or top), f"cannot read this folder ({err.strerror}); "
+                                                              "nothing in it was ingested"))
+
+    for root, dirs, files in os.walk(top, onerror=unreadable, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in files:
+            f = Path(root) / name
+            if not name.startswith(".") and f.is_file():
+                yield f
 
 
 def sniff(path: Path) -> tuple[str | None, str | None]:

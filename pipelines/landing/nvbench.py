@@ -60,9 +60,11 @@ def recognise(doc) -> str | None:
 
 
 def parse(path: Path, now: dt_.datetime) -> Parsed:
-    """Read the nvbench JSON at `path`. Its run id is a hash of its content (the JSON
-    values without file names, and the sample times), so the same results under another
-    file name, encoding or layout are the same run."""
+    """Read the nvbench JSON at `path`. Its run id is a hash of the JSON's values without
+    file names, so the same results under another file name, encoding or layout are the
+    same run, and so are they when a sample times file that was missing or cut short
+    arrives later: its samples then complete the landed run (identity.compare's 'more')
+    instead of landing the same states again under a second run id."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -91,7 +93,7 @@ def _parse(path: Path, doc: dict, now: dt_.datetime) -> Parsed:
             states.append((int(state.get("device") or 0), where, result, times, why))
     if not states:
         return Parsed(refusal="empty shard: the nvbench JSON has no benchmark states")
-    run_id = f"nvbench-{_content_hash(doc, [t for *_, t, _ in states])}"
+    run_id = f"nvbench-{_content_hash(doc)}"
     for device, where, result, times, why in states:
         results, samples, bad = per_device.setdefault(device, ([], [], []))
         if why:
@@ -145,7 +147,7 @@ def _check_state(state, where: str) -> None:
             raise Malformed(f"{where}.axis_values[] without a 'name'")
 
 
-def _content_hash(doc: dict, times: list) -> str:
+def _content_hash(doc: dict) -> str:
     def strip(v):  # file names say where the upload sat, not what was measured
         if isinstance(v, dict):  # {"name": "filename", "value": ...} in a summary's data
             named_file = v.get("name") == "filename"
@@ -154,7 +156,7 @@ def _content_hash(doc: dict, times: list) -> str:
             return [strip(x) for x in v]
         return v
 
-    body = json.dumps([strip(doc), [None if t is None else [repr(x) for x in t] for t in times]], sort_keys=True)
+    body = json.dumps(strip(doc), sort_keys=True)
     return hashlib.sha256(body.encode()).hexdigest()[:12]
 
 
@@ -175,7 +177,10 @@ def _nv_state(json_path: Path, bench: dict, state: dict, where: str):
     skipped = bool(state.get("is_skipped"))
     status = "skipped" if skipped else ("ok" if mean_s else "failed")
     error = state.get("skip_reason") if skipped else (None if mean_s else f"{where}: no nv/cold/time/gpu/mean")
-    stop = ("nvbench: per-sample times imported" if times else
+    # By what the JSON names, not by whether the file could be read: a sample times file
+    # that arrives later then completes this very row (a missing one is a warning).
+    named = bool((summ.get("nv/json/bin:nv/cold/sample_times") or {}).get("filename"))
+    stop = ("nvbench: per-sample times (its nv/cold/sample_times file)" if named else
             f"nvbench summary only, raw samples not available (gpu mean {mean_s} s, n {n})")
     row = {"case_id": case.case_id, "attempt": 1, "suite": "nvbench", "family": "nvbench",
            "kernel": case.kernel, "backend": "nvbench", "dtype": dtype,

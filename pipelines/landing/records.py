@@ -63,11 +63,18 @@ def write_quarantine(lake: Lake, report: IngestReport, rejects: list, dt: str, n
     if not rejects:
         return
     key = hashlib.sha256(json.dumps([sorted(map(str, members or [])), [r[:2] for r in rejects]]).encode()).hexdigest()
-    rows = [{"source": src, "reason": why, "record": json.dumps(_jsonable(rec), default=str, sort_keys=True),
-             "ingested_at": now} for src, why, rec in rejects]
+    rows = [{"source": text(src), "reason": text(why),
+             "record": json.dumps(_jsonable(rec), default=str, sort_keys=True), "ingested_at": now}
+            for src, why, rec in rejects]
     dst = lake.quarantine / "ingest" / f"dt={safe_date(dt)}" / f"{key}.parquet"
     write_atomic(pa.Table.from_pylist(rows, schema=QUARANTINE.arrow_schema(with_partitions=False)), dst)
     report.quarantine_files.append(str(dst))
+
+
+def text(value: str) -> str:
+    """`value` as valid UTF-8: a path's bytes that are not (a folder named in Latin-1) read
+    as escapes (\\xff) instead of failing the write that records them."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _jsonable(record: dict) -> dict:

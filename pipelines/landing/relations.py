@@ -4,6 +4,7 @@ and the field; the caller (pipelines/landing/ingest.py) sets the rows aside or r
 """
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -19,20 +20,54 @@ _SIGNATURES = {"samples": {"latency_ns", "iteration"}, "case_results": {"case_id
                "runs": {"started_at", "hardware_fingerprint"}}
 def guess_kind(path: Path) -> str | None:
     try:
-        names = set(pq.read_schema(path).names)
+        with open(path, "rb") as f:
+            names = set(pq.read_schema(f).names)
     except Exception:  # noqa: BLE001 - an unreadable footer: the caller reports the file
         return None
     kinds = [kind for kind, sig in _SIGNATURES.items() if sig <= names]
     return kinds[0] if len(kinds) == 1 else None
 
 
-def same_gpu(pool_sku: str, sku: str | None, name: str | None) -> bool:
+def same_gpu(pool_sku: str, sku: str | None, name: str | None, run: dict | None = None) -> bool:
     """The shard's GPU is the pool's: the same SKU, or (where the shard names no SKU, as
-    nvbench does) a GPU name that names the pool SKU's model (H100 in 'NVIDIA H100 80GB HBM3')."""
+    nvbench does) a GPU name that names the pool SKU's model (H100 in 'NVIDIA H100 80GB
+    HBM3') and nothing the SKU is not: another form factor ('H100 PCIe', 'H100 NVL' are
+    not an H100 SXM5), another memory size ('A100-PCIE-40GB' is not an A100 80GB), or,
+    where the run reports them, another SM count or memory (the hardware catalog's)."""
     if sku is not None:
         return sku == pool_sku
-    model = pool_sku.split("-")[0].lower()
-    return bool(name) and model in re.split(r"[\s\-_()/]+", name.lower())
+    words = _words(name or "")
+    if pool_sku.split("-")[0].lower() not in words:
+        return False
+    from kernels_bench.hardware import load_catalog
+
+    hw = load_catalog().get(pool_sku)
+    spec = _words(f"{pool_sku} {hw.name if hw else ''}")
+    if any(form in words and form not in spec for form in _FORM_FACTORS):
+        return False
+    sizes, spec_sizes = _sizes_gb(words), _sizes_gb(spec)
+    if sizes and spec_sizes and not sizes & spec_sizes:
+        return False
+    run = run or {}
+    if hw and hw.sm_count and run.get("sm_count") and int(run["sm_count"]) != hw.sm_count:
+        return False
+    # A device reports a little less memory than its nominal size (ECC, the driver's share).
+    if hw and hw.memory_bytes and run.get("memory_bytes") and not (
+            0.85 * hw.memory_bytes <= int(run["memory_bytes"]) <= 1.02 * hw.memory_bytes):
+        return False
+    return True
+
+
+_FORM_FACTORS = ("pcie", "nvl", "sxm")
+
+
+def _words(text: str) -> set[str]:
+    """The words of a GPU name, lower case; SXM4 and SXM5 read as one form factor, SXM."""
+    return {"sxm" if w.startswith("sxm") else w for w in re.split(r"[\s\-_()/]+", text.lower()) if w}
+
+
+def _sizes_gb(words: set[str]) -> set[str]:
+    return {w for w in words if re.fullmatch(r"\d+gb", w)}
 
 
 def run_problem(runs: pa.Table | None, shard) -> str | None:
@@ -42,6 +77,12 @@ def run_problem(runs: pa.Table | None, shard) -> str | None:
         return f"run.parquet holds {runs.num_rows} rows; a shard has exactly one (empty shard?)"
     if shard.tables.get("case_results") is None or shard.tables["case_results"].num_rows == 0:
         return "empty shard: no case results; re-run the shard or upload its case_results.parquet"
+    for name, col in zip(runs.column_names, runs.columns):
+        try:
+            col.to_pylist()
+        except (OverflowError, ValueError):
+            return (f"run.parquet row 0: {name} cannot be read as a value ({col.type}; a timestamp past "
+                    f"year 9999?) (field {name}); re-export the shard from the harness")
     run = runs.to_pylist()[0]
     missing = [c for c in ("run_id", "shard", "attempt", "started_at") if run.get(c) is None]
     if missing:
@@ -75,25 +116,22 @@ def filter_results(shard, run: dict) -> pa.Table:
     from kernels_bench.kernels import KERNELS
     from kernels_bench.kernels.base import DTYPE_BYTES
 
-    table = shard.tables["case_results"]
-    rows = table.to_pylist()
-    src = f"{shard.kind_files.get('case_results', shard.source)} [case_results]"
-    skip = shard.skip.get("case_results", set())
-    exact, differing, n_exact = repeated_keys(rows, ("run_id", "case_id", "attempt"), "case_results", skip)
-    if n_exact:
-        shard.notices.append(f"{src}: {n_exact} rows repeat another row exactly; each landed once")
-    keep = []
-    for i, r in enumerate(rows):
-        if i in exact or i in skip:
-            continue
-        why = differing.get(i) or mismatch(r, run, i, "case_results") or result_problem(r, i, run)
+    def problem(r: dict, i: int) -> str | None:
+        why = mismatch(r, run, i, "case_results") or result_problem(r, i, run)
         if why is None and r["family"] != "nvbench":  # nvbench benchmarks are outside our registry
             if r["kernel"] not in KERNELS:
                 why = f"row {i}: unknown kernel {r['kernel']!r} (field kernel); known: {sorted(KERNELS)}"
             elif r["dtype"] not in DTYPE_BYTES:
                 why = f"row {i}: unknown dtype {r['dtype']!r} (field dtype); known: {sorted(DTYPE_BYTES)}"
-        (shard.rejects.append((src, why, r)) if why else keep.append(r))
+        return why
+
+    table = shard.tables["case_results"]
+    keep = _keep(shard, "case_results", table.to_pylist(), ("run_id", "case_id", "attempt"), problem)
     return pa.Table.from_pylist(keep, schema=table.schema)
+
+
+# Telemetry a device may not report: NaN there is "no reading", landed as null.
+_OPTIONAL_READINGS = ("temperature_c", "power_w")
 
 
 def filter_samples(shard, run: dict, results: pa.Table) -> pa.Table:
@@ -102,23 +140,43 @@ def filter_samples(shard, run: dict, results: pa.Table) -> pa.Table:
     if table is None:
         return schema.empty_table()
     rows = table.to_pylist()
-    src = f"{shard.kind_files.get('samples', shard.source)} [samples]"
-    skip = shard.skip.get("samples", set())
-    exact, differing, n_exact = repeated_keys(rows, ("run_id", "case_id", "attempt", "iteration"), "samples", skip)
-    if n_exact:
-        shard.notices.append(f"{src}: {n_exact} rows repeat another row exactly; each landed once")
+    for col in _OPTIONAL_READINGS:
+        nan = [r for r in rows if isinstance(r.get(col), float) and math.isnan(r[col])]
+        for r in nan:
+            r[col] = None
+        if nan:
+            shard.notices.append(f"{shard.kind_files.get('samples', shard.source)} [samples]: {len(nan)} rows "
+                                 f"have NaN in {col}, read as no reading (null)")
     cases = set(results.column("case_id").to_pylist())
     ceiling = clock_ceiling_mhz(run.get("gpu_sku"))
+
+    def problem(r: dict, i: int) -> str | None:
+        why = mismatch(r, run, i, "samples")
+        if why is None and r["case_id"] not in cases:
+            why = f"row {i}: case_id {r['case_id']!r} has no accepted case result in this shard"
+        return why or sample_problem(r, i, run, ceiling)
+
+    keep = _keep(shard, "samples", rows, ("run_id", "case_id", "attempt", "iteration"), problem)
+    return pa.Table.from_pylist(keep, schema=schema)
+
+
+def _keep(shard, kind: str, rows: list[dict], keys: tuple[str, ...], problem) -> list[dict]:
+    """The rows of `kind` that land; the others go to shard.rejects with their reason. Each
+    row's own problems are judged first and repeated keys only among the rows that pass,
+    so that a bad first copy of a key never costs a valid repeat of it its place."""
+    src = f"{shard.kind_files.get(kind, shard.source)} [{kind}]"
+    skip = shard.skip.get(kind, set())  # set aside already, when the file was read
+    problems = {i: why for i, r in enumerate(rows) if i not in skip and (why := problem(r, i))}
+    exact, differing, n_exact = repeated_keys(rows, keys, kind, skip | problems.keys())
+    if n_exact:
+        shard.notices.append(f"{src}: {n_exact} rows repeat another row exactly; each landed once")
     keep = []
     for i, r in enumerate(rows):
         if i in exact or i in skip:
             continue
-        why = differing.get(i) or mismatch(r, run, i, "samples")
-        if why is None and r["case_id"] not in cases:
-            why = f"row {i}: case_id {r['case_id']!r} has no accepted case result in this shard"
-        why = why or sample_problem(r, i, run, ceiling)
+        why = problems.get(i) or differing.get(i)
         (shard.rejects.append((src, why, r)) if why else keep.append(r))
-    return pa.Table.from_pylist(keep, schema=schema)
+    return keep
 
 
 def mismatch(row: dict, run: dict, i: int, kind: str) -> str | None:

@@ -69,7 +69,8 @@ def repeated_keys(rows: list[dict], keys: tuple[str, ...], kind: str,
                   skip: set[int] = frozenset()) -> tuple[set[int], dict[int, str], int]:
     """(indices of exact repeats, which land once: dropped silently but counted;
     {index: reason} for rows whose key repeats an earlier row's with other values;
-    the number of exact repeats). Rows in `skip` (set aside already) take no part."""
+    the number of exact repeats). Rows in `skip` (set aside already, for their own
+    values) take no part: the first valid copy of a key is the one that lands."""
     first: dict[tuple, tuple[int, str]] = {}
     exact, differing = set(), {}
     for i, r in enumerate(rows):
@@ -83,5 +84,5 @@ def repeated_keys(rows: list[dict], keys: tuple[str, ...], kind: str,
             exact.add(i)
         else:
             differing[i] = (f"row {i}: {kind} key {dict(zip(keys, key))} repeats row {first[key][0]} with other "
-                            "values; the first landed, this one is set aside")
+                            "values; the first valid copy landed, this one is set aside")
     return exact, differing, len(exact)
