@@ -90,6 +90,13 @@ def test_the_same_attempt_with_other_rows_is_a_conflict_kept_aside_naming_both(t
     assert pq.read_table(Path(c["kept"]) / "samples.parquet").column("latency_ns")[0].as_py() == 5_000
     assert pq.read_table(lake.landing_file("samples", "2032-03-01", "dq-a", "r1", 0)).column(
         "latency_ns")[0].as_py() == 1000
+    # the documented resolution: delete the landed shard's files, ingest the kept folder
+    for kind in ("samples", "case_results", "runs"):
+        lake.landing_file(kind, "2032-03-01", "dq-a", "r1", 0).unlink()
+    resolved = run(Path(c["kept"]), lake)
+    assert resolved.ok and len(resolved.files) == 3, resolved.issues  # conflict.json is a note, not data
+    assert pq.read_table(lake.landing_file("samples", "2032-03-01", "dq-a", "r1", 0)).column(
+        "latency_ns")[0].as_py() == 5_000
 
 
 def test_a_fuller_copy_of_the_same_attempt_completes_a_landed_subset(tmp_path, lake):
@@ -476,3 +483,14 @@ def test_a_file_arrow_cannot_convert_is_refused_and_every_file_of_its_folder_get
                                                                "samples.parquet"]
     assert "cannot be converted to the landing schema" in by_reason(report, "case_results.parquet")
     assert "\n" not in by_reason(report, "case_results.parquet") and lake_rows(lake, "runs") == {}
+
+
+def test_nvbench_json_written_as_utf16_lands_like_utf8(tmp_path, lake):
+    doc = json.dumps(nvbench_doc([nv_state("1024", 1.1e-6, 3)]))
+    (tmp_path / "a.json").write_bytes(doc.encode("utf-16"))  # what Windows PowerShell's `>` writes
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "a.json").write_text(doc)
+    assert run([tmp_path / "a.json"], lake).ok
+    again = run([tmp_path / "b" / "a.json"], lake)
+    assert again.counts["skipped"] == 1 and list(lake_rows(lake, "case_results").values()) == [1]
+

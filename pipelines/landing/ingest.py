@@ -120,6 +120,16 @@ def _records(table: pa.Table) -> list[dict]:
         return pa.table(cols, names=table.column_names).to_pylist()
 
 
+def _is_conflict_note(path: Path) -> bool:
+    """`path` is the conflict.json that Call.conflict writes beside a kept copy, so that
+    ingesting the kept folder (docs/ingest.md) lands its Parquet files and nothing else."""
+    try:
+        note = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(note, dict) and {"run_id", "shard", "attempt", "landed", "kept", "reason"} <= note.keys()
+
+
 def _attempt_of(s: Shard) -> int:
     return (s.run or {}).get("attempt") or 0
 
@@ -201,6 +211,10 @@ class _Call:
                 shards.append(shard)
         named: set[Path] = set()
         for path in jsons:
+            if path.name == "conflict.json" and _is_conflict_note(path):
+                self.report.notices.append(f"{path}: the note ingest wrote beside a kept conflict; not data, "
+                                           "not ingested")
+                continue
             got = self.guard(None, str(path), self.read_nvbench, path)
             for shard in got or []:
                 named.update(p.resolve() for p in shard.members)

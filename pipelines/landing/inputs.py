@@ -93,8 +93,15 @@ def sniff(path: Path) -> tuple[str | None, str | None]:
         if tail != b"PAR1" or size < 12:
             return None, "truncated Parquet file (no footer): upload the complete file again"
         return "parquet", None
-    if head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"["):
+    if json_text(head, errors="replace").lstrip()[:1] in ("{", "["):  # 64 bytes may end mid-character
         return "json", None
     return None, (f"not a Parquet or JSON file (starts with {head[:8]!r}); "
                   "ingest takes harness Parquet files or nvbench --json output")
 
+
+def json_text(data: bytes, errors: str = "strict") -> str:
+    """JSON's bytes as text: UTF-8 (with or without a byte order mark), or UTF-16 where a
+    byte order mark says so (what Windows PowerShell's `>` writes)."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16", errors=errors)
+    return data.decode("utf-8-sig", errors=errors)

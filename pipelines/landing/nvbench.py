@@ -65,8 +65,10 @@ def parse(path: Path, now: dt_.datetime) -> Parsed:
     same run, and so are they when a sample times file that was missing or cut short
     arrives later: its samples then complete the landed run (identity.compare's 'more')
     instead of landing the same states again under a second run id."""
+    from pipelines.landing.inputs import json_text
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8-sig"))
+        doc = json.loads(json_text(path.read_bytes()))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         return Parsed(refusal=f"not valid JSON ({e}); a truncated upload? upload it again")
     why = recognise(doc)
@@ -206,10 +208,12 @@ def _nv_run(run_id: str, device: int, n_devices: int, dev: dict, version: dict, 
 
 
 def _num(v) -> float | None:
+    """A summary's value as a finite number, or None ('nan', 'inf', not a number)."""
     try:
-        return float(v)
+        f = float(v)
     except (TypeError, ValueError):
         return None
+    return f if math.isfinite(f) else None
 
 
 def _nv_sample_times(json_path: Path, summary: dict | None) -> tuple[list[float] | None, str | None, Path | None]:
@@ -226,7 +230,8 @@ def _nv_sample_times(json_path: Path, summary: dict | None) -> tuple[list[float]
     if p.stat().st_size % 4:
         return None, f"sample times file {p} is {p.stat().st_size} bytes, not a whole number of float32 values", p
     times = np.fromfile(p, dtype="<f4")
-    size = int(_num(summary.get("size")) or -1)
+    size = _num(summary.get("size"))
     if size != len(times):
-        return None, f"sample times file {p} holds {len(times)} values, the JSON says {size}", p
+        said = f"says {int(size)}" if size is not None else f"gives no usable size ({summary.get('size')!r})"
+        return None, f"sample times file {p} holds {len(times)} values, the JSON {said}", p
     return [float(t) for t in times], None, p
