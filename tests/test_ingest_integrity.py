@@ -494,3 +494,24 @@ def test_nvbench_json_written_as_utf16_lands_like_utf8(tmp_path, lake):
     again = run([tmp_path / "b" / "a.json"], lake)
     assert again.counts["skipped"] == 1 and list(lake_rows(lake, "case_results").values()) == [1]
 
+
+def test_a_later_attempt_with_a_row_set_aside_never_silently_displaces_a_whole_earlier_one(tmp_path, lake):
+    def shard(name, attempt, bad=False):
+        rows = shard_rows("r1")
+        for kind in rows:
+            for r in rows[kind]:
+                r["attempt"] = attempt
+        if bad:
+            rows["samples"][3]["latency_ns"] = -1
+        return write_shard(tmp_path / name, rows)
+
+    a1, a2 = shard("a1", 1), shard("a2", 2, bad=True)
+    together = run([a2, a1], lake)  # one call: the whole a1 lands, the partial a2 is kept aside
+    assert {f.outcome for f in together.files if "/a2/" in f.path} == {"conflict"}
+    assert set(pq.read_table(lake.landing_file("samples", "2032-03-01", "dq-a", "r1", 0)).column(
+        "attempt").to_pylist()) == {1}
+    other = Lake(tmp_path / "other")  # two calls, the partial later attempt first
+    assert not run(a2, other).ok and other.landing_file("samples", "2032-03-01", "dq-a", "r1", 0).exists()
+    late = run(a1, other)
+    assert late.conflicts and "had 1 rows set aside" in late.conflicts[0]["reason"]
+

@@ -44,7 +44,8 @@ from pipelines.landing.conform import conform
 from pipelines.landing.files import LAND_ORDER, atomic_write, shard_lock
 from pipelines.landing.identity import LandedCopy, compare, landed_copies
 from pipelines.landing.inputs import FILENAME_KINDS, Shard, discover, sniff
-from pipelines.landing.records import identity_lock, record_landed, write_atomic, write_quarantine
+from pipelines.landing.records import (identity_lock, record_landed, record_set_aside, set_aside_when_landed,
+                                      write_atomic, write_quarantine)
 from pipelines.landing.report import IngestReport, Issue
 from schemas.tables import CASE_RESULTS, RUNS, SAMPLES
 
@@ -87,9 +88,10 @@ def ingest(paths: list[str | Path], lake: Lake, *, pool: str | None = None, date
     shards = ctx.read(files)
     for shard in shards:
         ctx.guard(shard, shard.source, ctx.prepare, shard)
-    # Fuller copies first, so that a shorter copy of one shard in the same call is
-    # judged against the fuller one, not the other way round.
-    order = sorted(shards, key=lambda s: (s.refusal is not None, -_attempt_of(s), -_rows_of(s)))
+    # Whole copies first, then later attempts, then fuller copies: a partial or shorter copy
+    # of one shard in the same call is judged against the whole or fuller one (as it would
+    # be in a later call), not the other way round.
+    order = sorted(shards, key=lambda s: (s.refusal is not None, bool(s.rejects), -_attempt_of(s), -_rows_of(s)))
     for shard in order:
         if shard.refusal is None:
             ctx.guard(shard, shard.source, ctx.land, shard)
@@ -391,6 +393,11 @@ class _Call:
                     return self.conflict(shard, label, copies, f"the landed copy is in pool {target.pool!r} "
                                          f"({hw}), this one is for pool {shard.pool!r}")
                 if attempt < landed_attempt:
+                    partial = set_aside_when_landed(self.lake, rid, sh, landed_attempt)
+                    if partial and not shard.rejects:
+                        return self.conflict(shard, label, copies, (
+                            f"attempt {landed_attempt}, landed in {where}, had {partial} rows set aside; this "
+                            f"attempt {attempt} is whole, so neither replaces the other unasked"))
                     return self.skipped(shard, label, f"superseded: attempt {landed_attempt} of this shard "
                                                       f"landed in {where}; this is attempt {attempt}")
                 if attempt == landed_attempt:
@@ -424,6 +431,7 @@ class _Call:
             for kind in LAND_ORDER:
                 write_atomic(shard.tables[kind], self.lake.landing_file(kind, shard.dt, shard.pool, rid, sh))
                 written[kind] = shard.tables[kind].num_rows
+            record_set_aside(self.lake, rid, sh, run["attempt"], len(shard.rejects))
         override = shard.override
         for path in shard.members:
             record_landed(self.lake, path, shard.dt, shard.pool, rid, sh, self.now, override)

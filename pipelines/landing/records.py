@@ -55,6 +55,30 @@ def record_landed(lake: Lake, path: Path, dt: str, pool: str, run_id: str, shard
     atomic_write(lake.landing / "_ingested" / f"{sha}.json", lambda tmp: tmp.write_text(json.dumps(entry, indent=1)))
 
 
+def _set_aside_file(lake: Lake, run_id: str, shard: int) -> Path:
+    return lake.landing / "_ingested" / "set_aside" / f"{run_id}.shard-{int(shard)}.json"
+
+
+def record_set_aside(lake: Lake, run_id: str, shard: int, attempt: int, rows: int) -> None:
+    """Remember that the landed copy of a shard had `rows` set aside (forgotten when a
+    copy lands whole): an earlier attempt that arrives whole later is then a conflict,
+    not a copy the partial one silently supersedes."""
+    path = _set_aside_file(lake, run_id, shard)
+    if rows:
+        atomic_write(path, lambda tmp: tmp.write_text(json.dumps({"attempt": attempt, "rows": rows})))
+    else:
+        path.unlink(missing_ok=True)
+
+
+def set_aside_when_landed(lake: Lake, run_id: str, shard: int, attempt: int) -> int:
+    """How many rows were set aside when `attempt` of the shard landed (0: it landed whole)."""
+    try:
+        note = json.loads(_set_aside_file(lake, run_id, shard).read_text())
+    except (OSError, ValueError):
+        return 0
+    return int(note.get("rows", 0)) if note.get("attempt") == attempt else 0
+
+
 def write_quarantine(lake: Lake, report: IngestReport, rejects: list, dt: str, now: dt_.datetime,
                      members: list[Path] | None = None) -> None:
     """Rejected records as one Parquet file in the quarantine table's landing shape
