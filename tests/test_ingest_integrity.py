@@ -515,3 +515,24 @@ def test_a_later_attempt_with_a_row_set_aside_never_silently_displaces_a_whole_e
     late = run(a1, other)
     assert late.conflicts and "had 1 rows set aside" in late.conflicts[0]["reason"]
 
+
+def test_after_a_replacement_cut_short_the_earlier_attempt_is_told_to_wait_and_the_later_one_finishes_it(tmp_path,
+                                                                                                     lake):
+    def shard(name, attempt):
+        rows = shard_rows("r1")
+        for kind in rows:
+            for r in rows[kind]:
+                r["attempt"] = attempt
+        return write_shard(tmp_path / name, rows)
+
+    a1, a2 = shard("a1", 1), shard("a2", 2)
+    assert run(a1, lake).ok
+    # attempt 2's replacement killed after its first file (samples land first)
+    shutil.copy(a2 / "samples.parquet", lake.landing_file("samples", "2032-03-01", "dq-a", "r1", 0))
+    again = run(a1, lake)
+    assert again.conflicts and "a replacement by attempt 2 that did not finish" in again.conflicts[0]["reason"]
+    assert run(a2, lake).ok
+    for kind in ("samples", "case_results", "runs"):
+        assert set(pq.read_table(lake.landing_file(kind, "2032-03-01", "dq-a", "r1", 0)).column(
+            "attempt").to_pylist()) == {2}
+

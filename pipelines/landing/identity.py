@@ -36,6 +36,12 @@ class LandedCopy:
                 return max(a for a in self.tables[kind].column("attempt").to_pylist() if a is not None)
         return None
 
+    @property
+    def attempts(self) -> set[int]:
+        """The attempts its files hold: more than one where a replacement was cut short
+        (samples land first, the run row last; mining withholds such a shard)."""
+        return {a for t in self.tables.values() for a in t.column("attempt").to_pylist() if a is not None}
+
     def where(self, lake: Lake, run_id: str, shard: int) -> str:
         return str(lake.landing_file("runs", self.dt, self.pool, run_id, shard).parent)
 

@@ -392,6 +392,12 @@ class _Call:
                 if hw and hw != self.hardware_of(shard.pool) and not self.force_pool:
                     return self.conflict(shard, label, copies, f"the landed copy is in pool {target.pool!r} "
                                          f"({hw}), this one is for pool {shard.pool!r}")
+                unfinished = target.attempts
+                if len(unfinished) > 1 and attempt < max(unfinished):
+                    return self.conflict(shard, label, copies, (
+                        f"the copy in {where} is a replacement by attempt {max(unfinished)} that did not finish "
+                        f"(its files hold attempts {sorted(unfinished)}); ingest attempt {max(unfinished)} again "
+                        "to finish it"))
                 if attempt < landed_attempt:
                     partial = set_aside_when_landed(self.lake, rid, sh, landed_attempt)
                     if partial and not shard.rejects:
