@@ -180,6 +180,13 @@ def scala_udf(compressed):
         req.plan.root.CopyFrom(relation)
     client._execute_and_fetch(req, {})
 
+def hadoop_setting():
+    spark.conf.set("parquet.crypto.factory.class", "java.lang.String")  # a class Parquet would instantiate
+    try:
+        return spark.table("perf.dq_results").count()
+    finally:
+        spark.conf.unset("parquet.crypto.factory.class")
+
 def without_token():
     other = RemoteSparkSession.builder.channelBuilder(DefaultChannelBuilder(configured(Lake.from_env()).connect_url))
     other.create().addArtifacts(artifact, file=True)
@@ -202,6 +209,7 @@ calls = {
         F.repeat(F.lit("struct<a:"), F.lit(20000)), F.lit("int"), F.repeat(F.lit(">"), F.lit(20000))))).collect(),
     "env_token": lambda: [[str(v) for v in r] for r in spark.sql(
         "SELECT '${env:SPARK_CONNECT_AUTHENTICATE_TOKEN}' AS t").collect()],
+    "hadoop_setting": hadoop_setting,
     "legit": lambda: [[str(v) for v in r] for r in spark.sql(legit).collect()],
 }
 for name, call in calls.items():
@@ -268,6 +276,8 @@ def test_after_the_guards_refusals_the_gate_still_refuses_and_a_legit_query_is_a
     answers = hostile_calls["answers"]
     drop = answers["drop_table"]  # the gate's sentence, and nothing more: no Java stack trace
     assert not drop["ok"] and refusal_in(drop["error"]) == drop["error"], drop
+    hadoop = answers["hadoop_setting"]  # a session's Hadoop settings must be the service's
+    assert not hadoop["ok"] and "a session whose configuration sets parquet.crypto.factory.class" in hadoop["error"]
     deep = answers["deep_expression"]  # an expression's text is bounded before Spark parses it
     assert not deep["ok"] and refusal_in(deep["error"]) == deep["error"] and "levels deep" in deep["error"], deep
     # Spark's ${env:...} substitution is off: the service's environment holds this token

@@ -366,6 +366,16 @@ def test_settings_sent_when_connecting_cannot_reopen_path_reads(hostile):
         assert not answer[1]["ok"] and "configuration" in refusal_in(answer[1]["error"]), answer[1]
 
 
+def test_hadoop_settings_sent_when_connecting_are_refused(hostile):
+    # Not spark.sql. settings, but they reach every file reader of the session, and Parquet
+    # instantiates the class this one names (measured: the read failed in that class).
+    for conf in ({"parquet.crypto.factory.class": "java.lang.String"},
+                 {"spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem"}):
+        answer = sqlserver.query_via_jdbc(["SELECT count(*) FROM perf.dq_results"], session_conf=conf,
+                                          **hostile["conn"])[0]
+        assert not answer["ok"] and f"a session whose configuration sets {next(iter(conf))}" in answer["error"]
+
+
 # --- authentication and audit --------------------------------------------------------
 
 def test_wrong_or_missing_passwords_are_refused_and_audited(hostile):

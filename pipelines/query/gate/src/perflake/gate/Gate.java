@@ -329,19 +329,45 @@ public final class Gate {
         Map<String, String> settings = CollectionConverters.asJava(session.sessionState().conf().getAllConfs());
         for (Map.Entry<String, String> kv : settings.entrySet()) {
             String key = kv.getKey();
-            // Static and Spark core settings cannot change after start; the runtime SQL ones can.
-            if (!key.startsWith("spark.sql.") || FREE_SETTINGS.contains(key)
-                || SQLConf$.MODULE$.isStaticConfigKey(key)) {
+            if (FREE_SETTINGS.contains(key) || key.startsWith(HIVE_SERVER)) {
                 continue;
             }
-            Option<String> base = service.getOption(key);
-            String expected = base.isDefined() ? base.get() : defaultOf(key);
+            String expected;
+            if (key.startsWith("spark.sql.")) {
+                // Static SQL settings cannot change after start; the runtime ones can.
+                if (SQLConf$.MODULE$.isStaticConfigKey(key)) {
+                    continue;
+                }
+                Option<String> base = service.getOption(key);
+                expected = base.isDefined() ? base.get() : defaultOf(key);
+            } else {
+                // Any other key, as a new session of this service has it (or absent): a
+                // session's Hadoop settings (parquet.*, fs.*, spark.hadoop.*) reach the readers
+                // of every file it scans, and some name classes Hadoop or Parquet instantiate.
+                expected = baseline(session).get(key);
+            }
             if (!kv.getValue().equals(expected)) {
                 throw refuse("a session whose configuration sets " + key,
                                   "differs from the service's, and configuration changes are not allowed on this "
                                   + "endpoint (connect without session settings)");
             }
         }
+    }
+
+    /** HiveServer2 writes its own settings (port, host, authentication) into each session. */
+    private static final String HIVE_SERVER = "hive.server2.";
+    private static volatile Map<String, String> baseline;
+
+    /** The settings of a new session of this service, before any client could set one. */
+    private static Map<String, String> baseline(SparkSession session) {
+        if (baseline == null) {
+            synchronized (Gate.class) {
+                if (baseline == null) {
+                    baseline = CollectionConverters.asJava(session.newSession().sessionState().conf().getAllConfs());
+                }
+            }
+        }
+        return baseline;
     }
 
     private static String defaultOf(String key) {
