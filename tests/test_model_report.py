@@ -183,7 +183,7 @@ def client(lake):
 
     from pipelines.web.app import create_app
 
-    with TestClient(create_app(lake[0]), raise_server_exceptions=False) as c:
+    with TestClient(create_app(lake[0]), raise_server_exceptions=False, base_url="http://127.0.0.1") as c:
         yield c
 
 

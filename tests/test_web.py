@@ -21,6 +21,8 @@ from pipelines.config.lake import Lake
 from pipelines.warehouse import snapshots
 from pipelines.web.app import create_app
 
+LOCAL = "http://127.0.0.1"  # without a token the app answers only to loopback names
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -36,7 +38,7 @@ def bench(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(bench):
-    with TestClient(create_app(bench["lake"]), raise_server_exceptions=False) as c:
+    with TestClient(create_app(bench["lake"]), raise_server_exceptions=False, base_url=LOCAL) as c:
         yield c
 
 
@@ -62,6 +64,20 @@ def test_the_explorer_filters_by_kernel_and_links_each_row_to_its_series(client,
 def test_a_search_that_reads_like_sql_matches_nothing_instead_of_everything(client):
     r = client.get("/explorer", params={"q": "1=1 OR kernel"})
     assert r.status_code == 200 and "No series matches" in r.text
+    r = client.get("/explorer", params={"q": "__________"})  # '_' is a letter of names, not a wildcard
+    assert r.status_code == 200 and "No series matches" in r.text
+
+
+def test_without_a_token_only_loopback_names_are_answered_so_dns_rebinding_cannot_read_or_post(client):
+    assert client.get("/explorer", headers={"host": "localhost:8080"}).status_code == 200
+    assert client.get("/explorer", headers={"host": "[::1]:8080"}).status_code == 200
+    r = client.get("/regressions", headers={"host": "attacker.example:8080"})
+    assert r.status_code == 403 and "DNS rebinding" in detail(r)
+    client.get("/regressions")
+    r = client.post("/regressions/0123456789/ack", headers={"host": "attacker.example:8080",
+                                                            "origin": "http://attacker.example:8080"},
+                    data={"by": "mallory", "note": "rebound", "csrf_token": client.cookies.get("perflake_csrf")})
+    assert r.status_code == 403 and "DNS rebinding" in detail(r)
 
 
 @pytest.mark.parametrize("path, status, says", [
@@ -71,6 +87,8 @@ def test_a_search_that_reads_like_sql_matches_nothing_instead_of_everything(clie
     ("/explorer?shape=m=1) OR (1=1", 400, "'shape'"),
     ("/explorer?sort=kernel;DROP", 400, "'sort'"),
     ("/explorer?page=-1", 400, "'page'"),
+    ("/explorer?page=%C2%B2", 400, "'page'"),  # a superscript two: a digit to str.isdigit, not to int
+    ("/explorer?shape=" + ",".join(["a=1"] * 17), 400, "at most 16 key=value pairs"),
     ("/?date=2035-02-30", 400, "not a calendar date"),
     ("/?date=last week", 400, "not a date YYYY-MM-DD"),
     ("/series/abc", 400, "16 lowercase hex digits"),
@@ -133,7 +151,7 @@ def test_with_sql_users_a_triage_post_proves_its_name_with_that_users_password(b
     lake = Lake(tmp_path / "lake")
     shutil.copytree(bench["lake"].root, lake.root)
     add_user(lake, "alice", "correct horse battery")
-    with TestClient(create_app(lake), raise_server_exceptions=False) as c:
+    with TestClient(create_app(lake), raise_server_exceptions=False, base_url=LOCAL) as c:
         page = c.get("/regressions?state=open")
         assert 'name="password"' in page.text or "No open" in page.text
         token = c.cookies.get("perflake_csrf")
@@ -145,11 +163,12 @@ def test_with_sql_users_a_triage_post_proves_its_name_with_that_users_password(b
 
 def test_with_a_token_every_request_needs_it(bench):
     token = "t" * 24
-    with TestClient(create_app(bench["lake"], token=token), raise_server_exceptions=False) as c:
+    with TestClient(create_app(bench["lake"], token=token), raise_server_exceptions=False, base_url=LOCAL) as c:
         assert c.get("/").status_code == 401
         assert c.get("/", headers={"authorization": f"Bearer {token}"}).status_code == 200
-        r = c.get(f"/explorer?token={token}&kernel=copy", follow_redirects=False)
+        r = c.get(f"/explorer?token={token}&kernel=copy&q=a%26kernel%3Dx", follow_redirects=False)
         assert r.status_code == 303 and "token" not in r.headers["location"]
+        assert r.headers["location"].endswith("?kernel=copy&q=a%26kernel%3Dx")  # values stay encoded
         assert c.get("/explorer?kernel=copy").status_code == 200  # the cookie now
         assert c.get("/healthz").status_code == 200
 
@@ -196,7 +215,7 @@ def test_mounted_under_a_prefix_as_airflow_mounts_it_every_link_keeps_the_prefix
     assert PerflakeWebPlugin.external_views[0]["href"] == "/perflake/"
     parent = FastAPI()  # the Airflow API server mounts each plugin app like this
     parent.mount(URL_PREFIX, create_app(bench["lake"]))
-    with TestClient(parent) as c:
+    with TestClient(parent, base_url=LOCAL) as c:
         r = c.get(f"{URL_PREFIX}/explorer", params={"kernel": "copy"})
         assert r.status_code == 200
         links = re.findall(r'(?:href|src|action)="(/[^"]*)"', r.text)
@@ -277,3 +296,12 @@ def test_a_re_mine_of_the_newest_night_is_noticed(bench, tmp_path):
         assert time.monotonic() < deadline, "the re-mined night never showed"
         time.sleep(0.2)
     reader.close()
+
+
+def test_a_compare_side_too_large_for_one_request_answers_400_before_loading_it(bench, monkeypatch):
+    from pipelines.web import compare
+
+    monkeypatch.setattr(compare, "MAX_SIDE_SAMPLES", 10)
+    with TestClient(create_app(bench["lake"]), raise_server_exceptions=False, base_url=LOCAL) as c:
+        r = c.get(bench["pages"]["compare (two runs)"])
+    assert r.status_code == 400 and "compared at once here; narrow it" in detail(r)

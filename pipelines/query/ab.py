@@ -118,10 +118,16 @@ def _case_comparer(alpha: float, tolerance: float):
     return compare_case
 
 
-def compare_runs_duckdb(con, a: Side, b: Side, *, alpha: float = 0.01, tolerance: float = 0.02) -> list[dict]:
+class SideTooLarge(ValueError):
+    """A side selects more samples than the caller compares at once."""
+
+
+def compare_runs_duckdb(con, a: Side, b: Side, *, alpha: float = 0.01, tolerance: float = 0.02,
+                        max_samples: int | None = None) -> list[dict]:
     """`compare_runs` on DuckDB: `con` holds the `perf` views of pipelines.query.sql's
     duckdb_connection. The same rows (as dicts, same columns and values), ordered by
-    kernel, dtype, shape and case."""
+    kernel, dtype, shape and case. With `max_samples`, a side selecting more samples
+    raises SideTooLarge before any is loaded (a shared server's bound on one request)."""
     frames = []
     for name, side in (("a", a), ("b", b)):
         # Keys are checked against SELECTABLE (Side.parse); values are bound parameters.
@@ -132,10 +138,16 @@ def compare_runs_duckdb(con, a: Side, b: Side, *, alpha: float = 0.01, tolerance
             raise ValueError(f"side {name.upper()} ({side}) matches no run in perf.runs")
         run_ids, dts, pools = (sorted({r[i] for r in selected}) for i in range(3))
         # IN lists, not list_contains(?, dt): DuckDB skips the other partitions' files only for these.
-        frames.append(con.execute(
-            f"SELECT case_id, device_kind, ? AS side, latency_ns FROM perf.samples "
-            f"WHERE dt IN ({_marks(dts)}) AND pool IN ({_marks(pools)}) AND run_id IN ({_marks(run_ids)}) "
-            f"AND NOT throttled AND NOT coalesce(outlier, false)", [name, *dts, *pools, *run_ids]).df())
+        where = (f"dt IN ({_marks(dts)}) AND pool IN ({_marks(pools)}) AND run_id IN ({_marks(run_ids)}) "
+                 "AND NOT throttled AND NOT coalesce(outlier, false)")
+        args = [*dts, *pools, *run_ids]
+        if max_samples is not None:
+            n = con.execute(f"SELECT count(*) FROM perf.samples WHERE {where}", args).fetchone()[0]
+            if n > max_samples:
+                raise SideTooLarge(f"side {name.upper()} ({side}) selects {n:,} samples of {len(run_ids)} runs, more "
+                                   f"than {max_samples:,} compared at once here; narrow it (a run, a pool, a suite)")
+        frames.append(con.execute(f"SELECT case_id, device_kind, ? AS side, latency_ns FROM perf.samples WHERE {where}",
+                                  [name, *args]).df())
     out = _compared(pd.concat(frames, ignore_index=True), alpha=alpha, tolerance=tolerance)
     ids = [r["case_id"] for r in out]
     shapes = {case_id: (kernel, backend, dtype, ",".join(f"{k}={v}" for k, v in sorted(dict(params or {}).items())))

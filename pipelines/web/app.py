@@ -4,13 +4,15 @@
 plugin in pipelines/web/plugin.py mounts the same app). A bad parameter answers a 4xx
 page that names it; an unexpected failure a 500 page without a traceback (it is logged).
 With a token, every request must carry it (a bearer header, or `?token=` once, which
-sets a cookie); the CLI requires one before it listens beyond loopback.
+sets a cookie); the CLI requires one before it listens beyond loopback. Without one,
+only requests that name the host by a loopback name are answered (no DNS rebinding).
 """
 from __future__ import annotations
 
 import contextlib
 import hmac
 import logging
+from urllib.parse import urlencode, urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -54,11 +56,16 @@ def create_app(lake: Lake, token: str | None = None) -> FastAPI:
 
     @app.middleware("http")
     async def guard(request: Request, call_next):
+        if not app.state.token and not _loopback_host(request):
+            return _error_page(request, 403, "without a token this dashboard answers only to 127.0.0.1, localhost "
+                                             f"and [::1], not to Host {request.headers.get('host', '')!r} (a page "
+                                             "on another name that resolves here would otherwise read and post "
+                                             "as you: DNS rebinding); set a token to serve it under other names")
         if app.state.token and not _authorized(request, app.state.token):
             if request.query_params.get("token") and hmac.compare_digest(request.query_params["token"],
                                                                          app.state.token):
                 rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-                url = request.url.replace(query="&".join(f"{k}={v}" for k, v in rest))
+                url = request.url.replace(query=urlencode(rest))  # re-encoded: a value's '&' stays in it
                 response = RedirectResponse(str(url), status_code=303)
                 response.set_cookie(TOKEN_COOKIE, app.state.token, httponly=True, samesite="strict",
                                     path=request.scope.get("root_path", "").rstrip("/") or "/")
@@ -88,6 +95,14 @@ def create_app(lake: Lake, token: str | None = None) -> FastAPI:
         return _error_page(request, 500, f"the page failed ({type(exc).__name__}); the server log has the details")
 
     return app
+
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def _loopback_host(request: Request) -> bool:
+    """The request names this host by a loopback name (its Host header, port aside)."""
+    return urlsplit("//" + request.headers.get("host", "")).hostname in LOOPBACK
 
 
 def _authorized(request: Request, token: str) -> bool:

@@ -49,8 +49,9 @@ def find_series(reader: Reader, filters: dict, shape: list[tuple[str, str]], q: 
         args += [key, value]
     if q:
         for word in q.split():
-            conds.append(f"concat_ws(' ', s.family, s.kernel, c.backend, s.dtype, s.gpu_sku, s.pool, {SHAPE}) "
-                         f"ILIKE ('%' || ? || '%')")
+            # a substring, not a LIKE pattern: '_' (allowed in names) is no wildcard here
+            conds.append(f"contains(lower(concat_ws(' ', s.family, s.kernel, c.backend, s.dtype, s.gpu_sku, "
+                         f"s.pool, {SHAPE})), lower(?))")
             args.append(word)
     order = SORTS[sort] + (" DESC NULLS LAST" if descending else " NULLS LAST")
     rows = reader.rows(
