@@ -19,9 +19,10 @@ import org.apache.spark.sql.catalyst.parser.UpperCaseCharStream;
  * service stays up but never answers again. A few thousand levels overflow its stack.
  * The text is read here with Spark's own lexer (linear in the text; it settles quoting
  * and comments exactly as the parser will), and refused when it is longer than
- * {@value #MAX_CHARS} or nests deeper than {@value #MAX_DEPTH}. Spark itself gives up on
- * a few hundred levels ("too complex to parse"), so the default depth costs no statement
- * it could run. */
+ * DEFAULT_MAX_CHARS characters or nests deeper than DEFAULT_MAX_DEPTH levels (Spark
+ * settings {@value #MAX_CHARS} and {@value #MAX_DEPTH} change them). Spark itself gives
+ * up on a few hundred levels ("too complex to parse"), so the default depth costs no
+ * statement it could run. */
 final class StatementBounds {
     static final String MAX_CHARS = "spark.perflake.gate.maxStatementChars";
     static final String MAX_DEPTH = "spark.perflake.gate.maxNesting";
