@@ -51,12 +51,10 @@ def _compared(reader: Reader, a, b) -> list[dict]:
     cur = reader.cursor()
     try:
         rows = compare_runs_duckdb(cur, a, b, max_samples=MAX_SIDE_SAMPLES)
-    except SideTooLarge as e:
-        raise params.BadParameter("a" if "side A" in str(e) else "b", str(a if "side A" in str(e) else b),
-                                  str(e)) from None
-    except ValueError as e:  # a side that selects no run
-        raise params.BadParameter("a" if "side A" in str(e) else "b", str(a if "side A" in str(e) else b),
-                                  str(e), status=404) from None
+    except ValueError as e:  # a side too large to compare here (400), or that selects no run (404)
+        which = "a" if "side A" in str(e) else "b"
+        raise params.BadParameter(which, str(a if which == "a" else b), str(e),
+                                  status=400 if isinstance(e, SideTooLarge) else 404) from None
     finally:
         cur.close()
     families = dict(reader.frame("SELECT case_id, family FROM perf.cases WHERE list_contains(?, case_id)",
