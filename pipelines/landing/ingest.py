@@ -288,7 +288,7 @@ class _Call:
         shards = []
         for d in parsed.devices:
             s = Shard(source=src if len(parsed.devices) == 1 else f"{src} [device {d.device}]", members=members,
-                       tables=d.tables, nvbench=True,
+                       tables=d.tables, nvbench=True, sample_owners=d.owners,
                        rejects=[(src + " [samples]", why, rec) for why, rec in d.rejects])
             s.notices += [f"{src}: {w}" for w in parsed.warnings]
             s.kind_files = {"case_results": path, "runs": path, "samples": path}

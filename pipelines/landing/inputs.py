@@ -30,6 +30,8 @@ class Shard:
     refusal: str | None = None                                           # why nothing of it lands
     present: Counter = field(default_factory=Counter)                    # sample rows per case_id in the file
     skip: dict[str, set[int]] = field(default_factory=dict)              # kind -> rows set aside on reading
+    landing_rows: dict[str, set[int]] = field(default_factory=dict)      # kind -> rows that land (or repeat one exactly)
+    sample_owners: list[int] | None = None                               # nvbench: each sample's case_results row
     nvbench: bool = False
     run: dict | None = None
     dt: str | None = None

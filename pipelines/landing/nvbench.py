@@ -28,6 +28,7 @@ class Device:
     device: int
     tables: dict[str, pa.Table]
     rejects: list[tuple[str, dict]] = field(default_factory=list)
+    owners: list[int] = field(default_factory=list)  # per sample row: the case_results row it was measured for
 
 
 @dataclass
@@ -82,7 +83,7 @@ def parse(path: Path, now: dt_.datetime) -> Parsed:
 
 def _parse(path: Path, doc: dict, now: dt_.datetime) -> Parsed:
     out = Parsed()
-    per_device: dict[int, tuple[list, list, list]] = {}
+    per_device: dict[int, tuple[list, list, list, list]] = {}
     states = []
     for b_i, bench in enumerate(doc["benchmarks"]):
         for s_i, state in enumerate(bench["states"]):
@@ -97,7 +98,7 @@ def _parse(path: Path, doc: dict, now: dt_.datetime) -> Parsed:
         return Parsed(refusal="empty shard: the nvbench JSON has no benchmark states")
     run_id = f"nvbench-{_content_hash(doc)}"
     for device, where, result, times, why in states:
-        results, samples, bad = per_device.setdefault(device, ([], [], []))
+        results, samples, bad, owners = per_device.setdefault(device, ([], [], [], []))
         if why:
             out.warnings.append(f"{where}: {why}; its case result lands without samples")
         result.update(run_id=run_id, shard=device)
@@ -107,20 +108,21 @@ def _parse(path: Path, doc: dict, now: dt_.datetime) -> Parsed:
                    "throttled": False, "device_kind": "gpu"}
             if math.isfinite(t):
                 samples.append({**row, "latency_ns": int(round(t * 1e9))})
+                owners.append(len(results) - 1)
             else:
                 bad.append((f"{where}: sample {i} of nv/cold/sample_times is {t}: latency_ns is not finite",
                             {**row, "time_s": str(t)}))
     devices = doc.get("devices") if isinstance(doc.get("devices"), list) else []
     devices = {d.get("id"): d for d in devices if isinstance(d, dict)}
     version = _dig(doc, "meta", "version", "nvbench")
-    for device, (results, samples, bad) in sorted(per_device.items()):
+    for device, (results, samples, bad, owners) in sorted(per_device.items()):
         run = _nv_run(run_id, device, len(per_device), devices.get(device) or {}, version, results, now)
         try:
             tables = {kind: pa.Table.from_pylist(rows, schema=_TABLES[kind].arrow_schema(with_partitions=False))
                       for kind, rows in (("samples", samples), ("case_results", results), ("runs", [run]))}
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
             raise Malformed(f"device {device}: a value does not fit its column ({e})") from e
-        out.devices.append(Device(device, tables, bad))
+        out.devices.append(Device(device, tables, bad, owners))
     return out
 
 

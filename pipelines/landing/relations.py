@@ -148,12 +148,17 @@ def filter_samples(shard, run: dict, results: pa.Table) -> pa.Table:
             shard.notices.append(f"{shard.kind_files.get('samples', shard.source)} [samples]: {len(nan)} rows "
                                  f"have NaN in {col}, read as no reading (null)")
     cases = set(results.column("case_id").to_pylist())
+    owners = shard.sample_owners
     ceiling = clock_ceiling_mhz(run.get("gpu_sku"))
 
     def problem(r: dict, i: int) -> str | None:
         why = mismatch(r, run, i, "samples")
         if why is None and r["case_id"] not in cases:
             why = f"row {i}: case_id {r['case_id']!r} has no accepted case result in this shard"
+        if why is None and owners is not None and owners[i] not in shard.landing_rows.get("case_results", ()):
+            # nvbench: two states of one case; the samples of the one set aside go with it
+            why = (f"row {i}: measured for case result row {owners[i]} (case_id {r['case_id']!r}), which was set "
+                   "aside; its samples go with it")
         return why or sample_problem(r, i, run, ceiling)
 
     keep = _keep(shard, "samples", rows, ("run_id", "case_id", "attempt", "iteration"), problem)
@@ -170,12 +175,13 @@ def _keep(shard, kind: str, rows: list[dict], keys: tuple[str, ...], problem) ->
     exact, differing, n_exact = repeated_keys(rows, keys, kind, skip | problems.keys())
     if n_exact:
         shard.notices.append(f"{src}: {n_exact} rows repeat another row exactly; each landed once")
-    keep = []
+    keep, landing = [], set(exact)  # an exact repeat lands once, as its first copy
     for i, r in enumerate(rows):
         if i in exact or i in skip:
             continue
         why = problems.get(i) or differing.get(i)
-        (shard.rejects.append((src, why, r)) if why else keep.append(r))
+        (shard.rejects.append((src, why, r)) if why else (keep.append(r), landing.add(i)))
+    shard.landing_rows[kind] = landing
     return keep
 
 
