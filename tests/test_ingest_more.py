@@ -42,3 +42,33 @@ def test_two_nvbench_states_of_one_case_never_mix_their_samples(tmp_path, lake):
     assert landed_table(lake, "samples").column("latency_ns").to_pylist() == [1000] * 3
     assert sum(i.rows for i in report.issues if "which was set aside; its samples go with it" in i.reason) == 6
 
+
+def test_a_full_disk_refuses_the_shard_it_hit_and_never_reports_a_landed_shard_as_not_landed(tmp_path, lake,
+                                                                                              monkeypatch):
+    import errno
+
+    import pipelines.landing.ingest as ingest_mod
+    import pipelines.landing.records as records_mod
+
+    rows = shard_rows("disk-a")
+    rows["samples"][0]["latency_ns"] = -1  # one row set aside: its quarantine file is what the full disk hits
+    write_shard(tmp_path / "in" / "a", rows)
+    write_shard(tmp_path / "in" / "b", run_id="disk-b")
+    real = ingest_mod.write_atomic
+
+    def full(table, dst):
+        if "disk-b" in str(dst) and "case_results" in str(dst) or "quarantine" in str(dst):
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        return real(table, dst)
+
+    monkeypatch.setattr(ingest_mod, "write_atomic", full)
+    monkeypatch.setattr(records_mod, "write_atomic", full)
+    report = run([tmp_path / "in"], lake)  # before: OSError out of ingest, no report at all
+    outcome = {f.path.split("/in/")[1]: (f.outcome, f.reason) for f in report.files}
+    assert outcome["a/samples.parquet"] == ("landed", "")
+    assert outcome["b/run.parquet"][0] == "quarantined"
+    assert "could not be written to the lake (OSError: [Errno 28]" in outcome["b/run.parquet"][1]
+    assert "its samples file landed before the failure" in outcome["b/run.parquet"][1]
+    assert any("the quarantine file could not be written" in i.reason for i in report.issues)
+    assert set(k[2] for k in lake_rows(lake, "runs")) == {"disk-a"}
+    assert lake_rows(lake, "samples")[("2032-03-01", "dq-a", "disk-a", 0)] == 9

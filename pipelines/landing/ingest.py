@@ -433,14 +433,18 @@ class _Call:
         rid, sh = run["run_id"], run["shard"]
         written = {}
         # Samples first and the run row last, as land_shard does: a run row implies its data.
-        with shard_lock(self.lake, dt=shard.dt, pool=shard.pool, run_id=rid, shard=sh):
-            for kind in LAND_ORDER:
-                write_atomic(shard.tables[kind], self.lake.landing_file(kind, shard.dt, shard.pool, rid, sh))
-                written[kind] = shard.tables[kind].num_rows
-            record_set_aside(self.lake, rid, sh, run["attempt"], len(shard.rejects))
-        override = shard.override
+        try:
+            with shard_lock(self.lake, dt=shard.dt, pool=shard.pool, run_id=rid, shard=sh):
+                for kind in LAND_ORDER:
+                    write_atomic(shard.tables[kind], self.lake.landing_file(kind, shard.dt, shard.pool, rid, sh))
+                    written[kind] = shard.tables[kind].num_rows
+        except OSError as e:  # a full disk, a read-only lake: nothing published past the failure
+            shard.refusal = (f"could not be written to the lake ({one_line(e)})" + (
+                f"; its {' and '.join(written)} file{'s' * (len(written) > 1)} landed before the failure, withheld from mining until the "
+                "shard is ingested again" if written else ""))
+            return
+        # Landed: what follows is bookkeeping, and its failure must not report the shard as not landed.
         for path in shard.members:
-            record_landed(self.lake, path, shard.dt, shard.pool, rid, sh, self.now, override)
             self.mark(path, "landed", "", label)
         self.report.landed.append({"source": shard.source, "run_id": rid, "shard": sh, "attempt": run["attempt"],
                                    "dt": shard.dt, "pool": shard.pool, **written})
@@ -448,7 +452,14 @@ class _Call:
         if shard.rejects:
             counts = Counter((src, why) for src, why, _ in shard.rejects)
             self.report.issues += [Issue(src, why, n) for (src, why), n in counts.items()]
-            write_quarantine(self.lake, self.report, shard.rejects, shard.dt, self.now, shard.members)
+        try:
+            record_set_aside(self.lake, rid, sh, run["attempt"], len(shard.rejects))
+            for path in shard.members:
+                record_landed(self.lake, path, shard.dt, shard.pool, rid, sh, self.now, shard.override)
+        except OSError as e:
+            self.report.issues.append(Issue(shard.source, f"landed, but its ingest manifest could not be written "
+                                                          f"({one_line(e)})"))
+        write_quarantine(self.lake, self.report, shard.rejects, shard.dt, self.now, shard.members)
 
     def skipped(self, shard: Shard, label: str, why: str) -> None:
         self.report.duplicates += [f"{p}: {why.replace('already landed', 'already ingested', 1)}"

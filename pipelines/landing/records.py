@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from pipelines.config.lake import Lake, safe_date
 from pipelines.landing.files import atomic_write
-from pipelines.landing.report import IngestReport
+from pipelines.landing.report import IngestReport, Issue
 from schemas.tables import QUARANTINE
 
 
@@ -91,7 +91,13 @@ def write_quarantine(lake: Lake, report: IngestReport, rejects: list, dt: str, n
              "record": json.dumps(_jsonable(rec), default=str, sort_keys=True), "ingested_at": now}
             for src, why, rec in rejects]
     dst = lake.quarantine / "ingest" / f"dt={safe_date(dt)}" / f"{key}.parquet"
-    write_atomic(pa.Table.from_pylist(rows, schema=QUARANTINE.arrow_schema(with_partitions=False)), dst)
+    try:
+        write_atomic(pa.Table.from_pylist(rows, schema=QUARANTINE.arrow_schema(with_partitions=False)), dst)
+    except OSError as e:  # a full disk, a read-only lake: the report still names every refusal
+        report.issues.append(Issue(str(dst), f"the quarantine file could not be written ({type(e).__name__}: "
+                                             f"{e}); the {len(rows)} refusals are named in this report only, and "
+                                             "their rows are still in the source files"))
+        return
     report.quarantine_files.append(str(dst))
 
 
