@@ -72,3 +72,19 @@ def test_a_full_disk_refuses_the_shard_it_hit_and_never_reports_a_landed_shard_a
     assert any("the quarantine file could not be written" in i.reason for i in report.issues)
     assert set(k[2] for k in lake_rows(lake, "runs")) == {"disk-a"}
     assert lake_rows(lake, "samples")[("2032-03-01", "dq-a", "disk-a", 0)] == 9
+
+
+def test_a_link_to_a_missing_file_in_a_shard_folder_is_named_never_left_out(tmp_path, lake):
+    # Every case failed (n_samples 0): without the samples file the shard looked whole
+    # and landed, and the broken samples.parquet link had no outcome at all.
+    rows = shard_rows("link-1")
+    for r in rows["case_results"]:
+        r.update(status="failed", n_samples=0)
+    d = write_shard(tmp_path / "in" / "s", rows)
+    (d / "samples.parquet").unlink()
+    (d / "samples.parquet").symlink_to(tmp_path / "unmounted" / "samples.parquet")
+    report = run([tmp_path / "in"], lake)
+    outcome = {f.path.split("/in/s/")[1]: (f.outcome, f.reason) for f in report.files}
+    assert outcome["samples.parquet"][0] == "quarantined"
+    assert "a link to " in outcome["samples.parquet"][1] and "which does not exist" in outcome["samples.parquet"][1]
+    assert outcome["run.parquet"][0] == "quarantined" and lake_rows(lake, "runs") == {}

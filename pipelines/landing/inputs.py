@@ -59,7 +59,7 @@ def discover(paths, report: IngestReport) -> list[Path]:
 
 def _walk(top: Path, report: IngestReport):
     """The files under `top`, hidden names skipped, following links to folders (each real
-    folder once, so a link loop ends)."""
+    folder once, so a link loop ends); a link to nothing is yielded, for sniff to refuse."""
     seen: set[str] = set()
 
     def unreadable(err: OSError) -> None:
@@ -75,13 +75,16 @@ def _walk(top: Path, report: IngestReport):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for name in files:
             f = Path(root) / name
-            if not name.startswith(".") and f.is_file():
-                yield f
+            if not name.startswith(".") and (f.is_file() or (f.is_symlink() and not f.exists())):
+                yield f  # a broken link too: sniff names it, never left out silently
 
 
 def sniff(path: Path) -> tuple[str | None, str | None]:
     """('parquet' | 'json' | 'bin', None) from the file's bytes, or (None, why it cannot
     be ingested at all)."""
+    if path.is_symlink() and not path.exists():
+        return None, (f"a link to {os.readlink(path)}, which does not exist (storage not mounted, or the file "
+                      "moved); nothing could be read from it")
     size = path.stat().st_size
     if size == 0:
         return None, "empty file (0 bytes): the upload was interrupted or the writer crashed; upload it again"
