@@ -88,3 +88,18 @@ def test_a_link_to_a_missing_file_in_a_shard_folder_is_named_never_left_out(tmp_
     assert outcome["samples.parquet"][0] == "quarantined"
     assert "a link to " in outcome["samples.parquet"][1] and "which does not exist" in outcome["samples.parquet"][1]
     assert outcome["run.parquet"][0] == "quarantined" and lake_rows(lake, "runs") == {}
+
+
+def test_a_second_file_of_a_kind_beside_the_harness_file_is_the_one_named_as_second(tmp_path, lake):
+    # 'extra.parquet' (zero rows, samples columns) sorts before samples.parquet: the real
+    # samples file was the one called "a second samples file" and refused by name.
+    from test_ingest import TABLES
+
+    d = write_shard(tmp_path / "in" / "s", run_id="two-names")
+    pq.write_table(TABLES["samples"].arrow_schema(with_partitions=False).empty_table(), d / "extra.parquet")
+    report = run([tmp_path / "in"], lake)
+    outcome = {f.path.split("/in/s/")[1]: f.reason for f in report.files}
+    assert outcome["extra.parquet"].startswith("a second samples file") and "(the first: samples.parquet)" in \
+        outcome["extra.parquet"]
+    assert "incomplete shard: extra.parquet was refused" in outcome["samples.parquet"]
+    assert lake_rows(lake, "samples") == {}

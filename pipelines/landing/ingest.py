@@ -228,7 +228,8 @@ class _Call:
         return shards
 
     def read_parquet_shard(self, shard: Shard, members: list[tuple[Path, str | None]]) -> None:
-        for path, problem in members:
+        # The harness's own file names first: a second file of a kind is then the other one.
+        for path, problem in sorted(members, key=lambda m: m[0].name not in FILENAME_KINDS):
             kind = FILENAME_KINDS.get(path.name) or (None if problem else relations.guess_kind(path))
             if kind is None:
                 self.refuse_file(path, "cannot tell which table this file holds: its name is not one of "
