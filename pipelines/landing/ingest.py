@@ -432,17 +432,22 @@ class _Call:
     def write(self, shard: Shard, label: str) -> None:
         run = shard.run
         rid, sh = run["run_id"], run["shard"]
-        written = {}
+        written, unrecorded = {}, []
         # Samples first and the run row last, as land_shard does: a run row implies its data.
         try:
             with shard_lock(self.lake, dt=shard.dt, pool=shard.pool, run_id=rid, shard=sh):
                 for kind in LAND_ORDER:
                     write_atomic(shard.tables[kind], self.lake.landing_file(kind, shard.dt, shard.pool, rid, sh))
                     written[kind] = shard.tables[kind].num_rows
+                try:  # under the lock, as the data: an older attempt arriving meanwhile reads both
+                    record_set_aside(self.lake, rid, sh, run["attempt"], len(shard.rejects))
+                except OSError as e:
+                    unrecorded.append(e)
         except OSError as e:  # a full disk, a read-only lake: nothing published past the failure
-            shard.refusal = (f"could not be written to the lake ({one_line(e)})" + (
-                f"; its {' and '.join(written)} file{'s' * (len(written) > 1)} landed before the failure, withheld from mining until the "
-                "shard is ingested again" if written else ""))
+            files = " and ".join(written)
+            shard.refusal = f"could not be written to the lake ({one_line(e)})" + (
+                f"; its {files} file{'s' * (len(written) > 1)} landed before the failure, withheld from mining "
+                "until the shard is ingested again" if written else "")
             return
         # Landed: what follows is bookkeeping, and its failure must not report the shard as not landed.
         for path in shard.members:
@@ -454,12 +459,13 @@ class _Call:
             counts = Counter((src, why) for src, why, _ in shard.rejects)
             self.report.issues += [Issue(src, why, n) for (src, why), n in counts.items()]
         try:
-            record_set_aside(self.lake, rid, sh, run["attempt"], len(shard.rejects))
             for path in shard.members:
                 record_landed(self.lake, path, shard.dt, shard.pool, rid, sh, self.now, shard.override)
         except OSError as e:
+            unrecorded.append(e)
+        if unrecorded:
             self.report.issues.append(Issue(shard.source, f"landed, but its ingest manifest could not be written "
-                                                          f"({one_line(e)})"))
+                                                          f"({one_line(unrecorded[0])})"))
         write_quarantine(self.lake, self.report, shard.rejects, shard.dt, self.now, shard.members)
 
     def skipped(self, shard: Shard, label: str, why: str) -> None:

@@ -180,7 +180,11 @@ def _keep(shard, kind: str, rows: list[dict], keys: tuple[str, ...], problem) ->
         if i in exact or i in skip:
             continue
         why = problems.get(i) or differing.get(i)
-        (shard.rejects.append((src, why, r)) if why else (keep.append(r), landing.add(i)))
+        if why:
+            shard.rejects.append((src, why, r))
+        else:
+            keep.append(r)
+            landing.add(i)
     shard.landing_rows[kind] = landing
     return keep
 
