@@ -210,6 +210,8 @@ calls = {
     "env_token": lambda: [[str(v) for v in r] for r in spark.sql(
         "SELECT '${env:SPARK_CONNECT_AUTHENTICATE_TOKEN}' AS t").collect()],
     "hadoop_setting": hadoop_setting,
+    "many_partitions": lambda: spark.range(0, 10, 1, 3000000).count(),
+    "repartition": lambda: spark.table("perf.dq_results").repartition(3000000).count(),
     "legit": lambda: [[str(v) for v in r] for r in spark.sql(legit).collect()],
 }
 for name, call in calls.items():
@@ -283,6 +285,10 @@ def test_after_the_guards_refusals_the_gate_still_refuses_and_a_legit_query_is_a
     # Spark's ${env:...} substitution is off: the service's environment holds this token
     assert answers["env_token"] == {"call": "env_token", "ok": True,
                                     "rows": [["${env:SPARK_CONNECT_AUTHENTICATE_TOKEN}"]]}, answers["env_token"]
+    # partitions asked for by number (3,000,000 ran the driver's scheduler out of memory)
+    for call in ("many_partitions", "repartition"):
+        asked = answers[call]
+        assert not asked["ok"] and "asks for 3,000,000 partitions" in (refusal_in(asked["error"]) or ""), asked
     assert answers["legit"] == {"call": "legit", "ok": True, "rows": sorted([s, str(ok)] for s, ok in DQ_ROWS)}
 
 

@@ -221,6 +221,7 @@ public final class Gate {
                 refuseExpression(e);
             }
         }
+        PartitionBound.check(plan, session);
     }
 
     // ---------------------------------------------------------------- the judgments
