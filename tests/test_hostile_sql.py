@@ -36,7 +36,7 @@ from pipelines.query.sql import REFUSAL_PREFIX, refusal_in
 
 REPO = Path(__file__).resolve().parents[1]
 USER, PASSWORD = "analyst", "s3cret-" + secrets.token_hex(8)
-QUERY_TIMEOUT_S, MAX_ROWS = 20, 100
+QUERY_TIMEOUT_S, MAX_ROWS, MAX_SCRATCH = 20, 100, "50m"
 ENV_CANARY = "PERFLAKE_HOSTILE_CANARY"
 DQ_ROWS = [("gemm", True), ("softmax", False), ("copy", True)]
 
@@ -267,7 +267,8 @@ def _hostile(base, lake, secret, paths, statements):
 
     sqlusers.add_user(lake, USER, PASSWORD)
     port = free_port()
-    st = sqlserver.start(lake, port=port, timeout_s=300, query_timeout_s=QUERY_TIMEOUT_S, max_rows=MAX_ROWS)
+    st = sqlserver.start(lake, port=port, timeout_s=300, query_timeout_s=QUERY_TIMEOUT_S, max_rows=MAX_ROWS,
+                         max_scratch=MAX_SCRATCH)
     try:
         jdbc = dict(port=port, user=USER, password=PASSWORD, timeout_s=300)
         warm = sqlserver.query_via_jdbc(["SELECT count(*) FROM perf.dq_results"], **jdbc)
@@ -450,6 +451,22 @@ def test_a_heavy_query_times_out_while_a_light_one_is_answered(hostile):
     assert result["seconds"] < QUERY_TIMEOUT_S + 60
     assert sqlserver.query_via_jdbc(["SELECT 1"], **hostile["conn"])[0]["rows"] == [["1"]]
     assert "timed-out" in sqlserver.audit_log(hostile["lake"]).read_text()
+
+
+def test_a_statement_filling_the_scratch_disk_is_stopped_before_its_timeout(hostile):
+    """Shuffle and spill files are the service's disk: unbounded, this statement wrote 5 GB
+    in 120 s on a 2-core machine (and the pipeline's writes to the lake share the disk).
+    It is stopped once it has written more than the service's limit (50 MB here)."""
+    distinct = ("SELECT count(DISTINCT s) FROM (SELECT concat(sha2(cast(id AS string), 512), "
+                "sha2(cast(id + 1 AS string), 512)) AS s FROM range(0, 100000000000))")
+    t0 = time.monotonic()
+    answers = sqlserver.query_via_jdbc([distinct, "SELECT 1"], **hostile["conn"])
+    assert time.monotonic() - t0 < QUERY_TIMEOUT_S + 10
+    assert not answers[0]["ok"], answers[0]
+    assert "perflake stopped this statement: it wrote" in answers[0]["error"], answers[0]["error"][:2000]
+    assert "over the limit of 50 MB for one statement" in answers[0]["error"]
+    assert answers[1]["ok"] and answers[1]["rows"] == [["1"]]
+    assert "over-scratch" in sqlserver.audit_log(hostile["lake"]).read_text()
 
 
 def test_a_query_that_exhausts_memory_fails_alone(hostile):

@@ -33,6 +33,7 @@ JAR = HERE / "build" / "perflake-gate.jar"
 EXTENSION = "perflake.gate.Extension"
 AUTHENTICATOR = "perflake.gate.PasswordFile"
 AUDIT_LISTENER = "perflake.gate.AuditListener"
+SCRATCH_BOUND = "perflake.gate.ScratchBound"
 CONNECT_GUARD = "perflake.gate.ConnectGuard"
 CLIENT = "perflake.gate.SqlClient"
 
