@@ -183,7 +183,8 @@ def client(lake):
 
     from pipelines.web.app import create_app
 
-    with TestClient(create_app(lake[0]), raise_server_exceptions=False, base_url="http://127.0.0.1") as c:
+    with TestClient(create_app(lake[0]), raise_server_exceptions=False, base_url="http://127.0.0.1",
+                    client=("127.0.0.1", 50000)) as c:
         yield c
 
 

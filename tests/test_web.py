@@ -21,7 +21,8 @@ from pipelines.config.lake import Lake
 from pipelines.warehouse import snapshots
 from pipelines.web.app import create_app
 
-LOCAL = "http://127.0.0.1"  # without a token the app answers only to loopback names
+LOCAL = "http://127.0.0.1"  # without a token the app answers only to loopback names ...
+PEER = ("127.0.0.1", 50000)  # ... from this machine
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -38,7 +39,7 @@ def bench(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(bench):
-    with TestClient(create_app(bench["lake"]), raise_server_exceptions=False, base_url=LOCAL) as c:
+    with TestClient(create_app(bench["lake"]), raise_server_exceptions=False, base_url=LOCAL, client=PEER) as c:
         yield c
 
 
@@ -78,6 +79,19 @@ def test_without_a_token_only_loopback_names_are_answered_so_dns_rebinding_canno
                                                             "origin": "http://attacker.example:8080"},
                     data={"by": "mallory", "note": "rebound", "csrf_token": client.cookies.get("perflake_csrf")})
     assert r.status_code == 403 and "DNS rebinding" in detail(r)
+
+
+def test_without_a_token_a_peer_beyond_loopback_is_refused_whatever_host_it_names(bench):
+    """Mounted in an Airflow API server listening on 0.0.0.0, the dashboard was served to
+    any peer that sent 'Host: 127.0.0.1' (the Host check guards browsers, not clients)."""
+    remote = ("192.0.2.7", 40000)
+    with TestClient(create_app(bench["lake"]), raise_server_exceptions=False, base_url=LOCAL, client=remote) as c:
+        r = c.get("/explorer")
+        assert r.status_code == 403 and "set PERFLAKE_WEB_TOKEN" in detail(r) and "192.0.2.7" in detail(r)
+    token = "t" * 24
+    with TestClient(create_app(bench["lake"], token=token), raise_server_exceptions=False, base_url=LOCAL,
+                    client=remote) as c:
+        assert c.get("/explorer", headers={"authorization": f"Bearer {token}"}).status_code == 200
 
 
 @pytest.mark.parametrize("path, status, says", [
@@ -151,7 +165,7 @@ def test_with_sql_users_a_triage_post_proves_its_name_with_that_users_password(b
     lake = Lake(tmp_path / "lake")
     shutil.copytree(bench["lake"].root, lake.root)
     add_user(lake, "alice", "correct horse battery")
-    with TestClient(create_app(lake), raise_server_exceptions=False, base_url=LOCAL) as c:
+    with TestClient(create_app(lake), raise_server_exceptions=False, base_url=LOCAL, client=PEER) as c:
         page = c.get("/regressions?state=open")
         assert 'name="password"' in page.text or "No open" in page.text
         token = c.cookies.get("perflake_csrf")
@@ -163,7 +177,8 @@ def test_with_sql_users_a_triage_post_proves_its_name_with_that_users_password(b
 
 def test_with_a_token_every_request_needs_it(bench):
     token = "t" * 24
-    with TestClient(create_app(bench["lake"], token=token), raise_server_exceptions=False, base_url=LOCAL) as c:
+    with TestClient(create_app(bench["lake"], token=token), raise_server_exceptions=False, base_url=LOCAL,
+                    client=PEER) as c:
         assert c.get("/").status_code == 401
         assert c.get("/", headers={"authorization": f"Bearer {token}"}).status_code == 200
         r = c.get(f"/explorer?token={token}&kernel=copy&q=a%26kernel%3Dx", follow_redirects=False)
@@ -215,7 +230,7 @@ def test_mounted_under_a_prefix_as_airflow_mounts_it_every_link_keeps_the_prefix
     assert PerflakeWebPlugin.external_views[0]["href"] == "/perflake/"
     parent = FastAPI()  # the Airflow API server mounts each plugin app like this
     parent.mount(URL_PREFIX, create_app(bench["lake"]))
-    with TestClient(parent, base_url=LOCAL) as c:
+    with TestClient(parent, base_url=LOCAL, client=PEER) as c:
         r = c.get(f"{URL_PREFIX}/explorer", params={"kernel": "copy"})
         assert r.status_code == 200
         links = re.findall(r'(?:href|src|action)="(/[^"]*)"', r.text)
@@ -302,6 +317,6 @@ def test_a_compare_side_too_large_for_one_request_answers_400_before_loading_it(
     from pipelines.web import compare
 
     monkeypatch.setattr(compare, "MAX_SIDE_SAMPLES", 10)
-    with TestClient(create_app(bench["lake"]), raise_server_exceptions=False, base_url=LOCAL) as c:
+    with TestClient(create_app(bench["lake"]), raise_server_exceptions=False, base_url=LOCAL, client=PEER) as c:
         r = c.get(bench["pages"]["compare (two runs)"])
     assert r.status_code == 400 and "compared at once here; narrow it" in detail(r)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import ipaddress
 import logging
 from urllib.parse import urlencode, urlsplit
 
@@ -56,6 +57,11 @@ def create_app(lake: Lake, token: str | None = None) -> FastAPI:
 
     @app.middleware("http")
     async def guard(request: Request, call_next):
+        if not app.state.token and not _loopback_peer(request):
+            return _error_page(request, 403, "without a token this dashboard answers only to this machine, not to "
+                                             f"{request.client.host if request.client else 'an unknown peer'} "
+                                             "(mounted in an Airflow API server that listens beyond loopback, it "
+                                             "would serve anyone who reaches it); set PERFLAKE_WEB_TOKEN")
         if not app.state.token and not _loopback_host(request):
             return _error_page(request, 403, "without a token this dashboard answers only to 127.0.0.1, localhost "
                                              f"and [::1], not to Host {request.headers.get('host', '')!r} (a page "
@@ -103,6 +109,16 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 def _loopback_host(request: Request) -> bool:
     """The request names this host by a loopback name (its Host header, port aside)."""
     return urlsplit("//" + request.headers.get("host", "")).hostname in LOOPBACK
+
+
+def _loopback_peer(request: Request) -> bool:
+    """The request comes from this machine (its peer address). The CLI binds loopback when it
+    has no token; the Airflow plugin is served wherever the API server listens, and a Host
+    header is the client's to choose, so the peer is what tells."""
+    try:
+        return request.client is not None and ipaddress.ip_address(request.client.host).is_loopback
+    except ValueError:  # not an address (a Unix socket's peer)
+        return False
 
 
 def _authorized(request: Request, token: str) -> bool:
