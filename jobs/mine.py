@@ -111,7 +111,9 @@ def _mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None) -> 
     runs = with_shard_key(read_landed(spark, inputs["runs"], RUNS))
     results = with_shard_key(read_landed(spark, inputs["case_results"], CASE_RESULTS))
     samples = with_shard_key(read_landed(spark, inputs["samples"], SAMPLES)) if inputs["samples"] else None
-    pending = uncommitted_shards(runs, *[df for df in (results, samples) if df is not None]).cache()
+    # A sample without an attempt is no try's: cleaning quarantines it, it does not hold its shard back.
+    tried = samples.where(F.col("attempt").isNotNull()) if samples is not None else None
+    pending = uncommitted_shards(runs, *[df for df in (results, tried) if df is not None]).cache()
     n_pending = pending.count()
     if n_pending:
         runs, results = without(runs, pending), without(results, pending)

@@ -10,6 +10,8 @@ SAMPLE_KEYS = ("run_id", "case_id", "attempt", "iteration")
 def _sample_reject_reason() -> Column:
     lat = F.col("latency_ns")
     return (F.when(F.col("run_id").isNull() | F.col("case_id").isNull(), F.lit("missing run_id or case_id"))
+            # without it the sample belongs to no try of its shard: latest_attempt would drop it unseen
+            .when(F.col("attempt").isNull(), F.lit("missing attempt"))
             .when(F.col("iteration").isNull() | (F.col("iteration") < 0), F.lit("missing or negative iteration"))
             .when(lat.isNull(), F.lit("latency_ns is null"))
             .when(F.isnan(lat.cast("double")) | (F.abs(lat.cast("double")) == float("inf")),
