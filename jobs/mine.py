@@ -163,7 +163,9 @@ def _mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None) -> 
         q = q.unionByName(extra)
     q = q.withColumn("stage", F.lit("mine")).cache()
     n_quarantined = q.count()
-    if n_quarantined:
+    if pools:  # the partition (dt, mine) is every pool's: the rows of the pools not mined now stay
+        q = q.unionByName(_quarantined_elsewhere(spark, lake, dt, pools)).cache()
+    if n_quarantined or (pools and q.count()):
         catalog.write_partitions(spark, lake, q, QUARANTINE)
     summary = MineSummary(dt=dt, files=sum(map(len, inputs.values())), files_rejected=len(rejected_files),
                           samples=out["samples"].count(), rows_quarantined=n_quarantined,
@@ -210,6 +212,14 @@ def update_history(spark: SparkSession, lake: Lake, *, night: str | None = None,
             return series_points(stats.where(since).join(cases, "case_id", "left_semi"), runs.where(since))
 
         catalog.replace_by_key(spark, lake, series_for_night(previous, touched, night, points_since), SERIES)
+
+
+def _quarantined_elsewhere(spark: SparkSession, lake: Lake, dt: str, pools: list[str]) -> DataFrame:
+    """The rows the mine of `dt` quarantined earlier from the files of pools other than `pools`."""
+    rows = spark.table(catalog.ensure_table(spark, lake, QUARANTINE)).where(
+        (F.col("dt") == F.lit(dt)) & (F.col("stage") == F.lit("mine")))
+    pool = F.regexp_extract(F.col("source"), r"/pool=([^/]+)/", 1)
+    return rows.where(~pool.isin(list(pools))).select(*[f.name for f in spark_schema(QUARANTINE).fields])
 
 
 def _lap(started: float, before: dict | None = None) -> float:

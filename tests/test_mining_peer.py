@@ -55,3 +55,31 @@ def test_one_sample_without_an_attempt_does_not_hold_its_committed_shard_back(sp
     assert sorted((r.n, r.n_kept) for r in stats) == [(20, 20), (20, 20)]
     reasons = spark.sql(f"SELECT reason FROM perf.quarantine WHERE dt = '{night}' AND stage = 'mine'").collect()
     assert [r.reason for r in reasons] == ["missing attempt"]
+
+
+def _land(lake, tmp_path, night: str, pool: str, rid: str, *, bad_latency: int | None = None) -> None:
+    """One shard of two cases x 60 samples, its first sample's latency `bad_latency` if given."""
+    from pipelines.landing.files import land_shard
+    from test_ingest import shard_rows, write_shard
+
+    rows = shard_rows(rid, cases=2, samples=60, started=dt.datetime.fromisoformat(night).replace(
+        hour=2, tzinfo=dt.timezone.utc))
+    if bad_latency is not None:
+        rows["samples"][0]["latency_ns"] = bad_latency
+    land_shard(write_shard(tmp_path / rid, rows), lake, dt=night, pool=pool, run_id=rid, shard=0)
+
+
+@pytest.mark.slow
+def test_mining_one_pool_keeps_the_other_pools_quarantined_rows_of_the_date(spark, lake, tmp_path):
+    """Found: perf.quarantine is partitioned by (dt, stage) only, and `perflake mine
+    --pool A` replaced the whole (dt, mine) partition with pool A's rejects: pool B's
+    quarantined rows of that date were deleted."""
+    from jobs.mine import mine
+
+    night = "2036-03-02"
+    _land(lake, tmp_path, night, "peer-qa", "peer-qa-1", bad_latency=-5)
+    _land(lake, tmp_path, night, "peer-qb", "peer-qb-1", bad_latency=-7)
+    mine(spark, lake, night, ["peer-qb"])
+    mine(spark, lake, night, ["peer-qa"])
+    reasons = spark.sql(f"SELECT reason FROM perf.quarantine WHERE dt = '{night}' AND stage = 'mine'").collect()
+    assert sorted(r.reason for r in reasons) == ["latency_ns is not positive: -5", "latency_ns is not positive: -7"]
