@@ -13,8 +13,19 @@ import datetime as dt
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import functions as F
 
 from pipelines.mining.clean import clean_samples, latest_attempt
+
+def frame(spark, rows: list[dict], table):
+    """`rows` in `table`'s schema (every column nullable, absent ones null)."""
+    from pyspark.sql import types as T
+
+    from schemas.spark import spark_schema
+
+    schema = T.StructType([T.StructField(f.name, f.dataType, True) for f in spark_schema(table).fields])
+    return spark.createDataFrame([tuple(r.get(f.name) for f in schema.fields) for r in rows], schema)
+
 
 SAMPLE = "run_id string, case_id string, attempt int, iteration int, latency_ns bigint, throttled boolean"
 
@@ -83,3 +94,48 @@ def test_mining_one_pool_keeps_the_other_pools_quarantined_rows_of_the_date(spar
     mine(spark, lake, night, ["peer-qa"])
     reasons = spark.sql(f"SELECT reason FROM perf.quarantine WHERE dt = '{night}' AND stage = 'mine'").collect()
     assert sorted(r.reason for r in reasons) == ["latency_ns is not positive: -5", "latency_ns is not positive: -7"]
+
+
+def test_an_energy_that_is_not_positive_or_finite_is_no_point_of_the_energy_series(spark):
+    """Found: regression_points kept every non-null energy_per_call_j, so a series whose
+    energy counter read 0 J for some nights and then worked (or a reset counter, NaN)
+    went to the detector as is: a 'confirmed' energy regression of change_pct = inf."""
+    from pipelines.mining.regressions import regression_points
+    from schemas.tables import CASE_STATS, RUNS
+
+    energies = [0.0, -1e-3, float("nan"), float("inf"), None, 1e-3, 1.1e-3]
+    stats, runs = [], []
+    for i, e in enumerate(energies):
+        rid = f"peer-energy-{i}"
+        stats.append({"run_id": rid, "case_id": "c", "attempt": 1, "status": "ok", "gpu_sku": "H100-SXM5-80GB",
+                      "device_kind": "gpu", "median_ns": 1000.0 + i, "energy_per_call_j": e,
+                      "dt": f"2036-04-0{i + 1}", "pool": "p"})
+        runs.append({"run_id": rid, "shard": 0, "attempt": 1, "hardware_fingerprint": "hw", "dt": f"2036-04-0{i + 1}",
+                     "pool": "p", "started_at": dt.datetime(2036, 4, i + 1, 2, tzinfo=dt.timezone.utc)})
+
+    points = regression_points(frame(spark, stats, CASE_STATS), frame(spark, runs, RUNS)).collect()
+    assert sorted(r.value for r in points if r.metric == "energy") == [1e-3, 1.1e-3]
+    assert len([r for r in points if r.metric == "latency"]) == len(energies)
+
+
+def test_joules_per_tflop_is_null_where_the_energy_is_no_measurement(spark):
+    """Found with the one above: tflops_per_watt asked for energy > 0, joules_per_tflop
+    did not, so a 0 J (or negative) energy per call was published as 0 (or negative)
+    joules per TFLOP: a kernel that costs nothing."""
+    from jobs.mine import hardware_frame
+    from pipelines.mining.aggregate import case_stats
+    from schemas.tables import CASE_RESULTS, RUNS, SAMPLES
+
+    energies = {"zero": 0.0, "negative": -2.0, "measured": 2.0}
+    results = [{"run_id": "r", "shard": 0, "case_id": c, "attempt": 1, "status": "ok", "dtype": "bf16",
+                "flops_per_call": 1e12, "energy_per_call_j": e, "dt": "2036-04-10", "pool": "p"}
+               for c, e in energies.items()]
+    samples = frame(spark, [{"run_id": "r", "case_id": c, "attempt": 1, "iteration": 0, "latency_ns": 1000,
+                             "throttled": False} for c in energies], SAMPLES)
+    flagged = samples.withColumn("outlier", F.lit(False)).withColumn("kept", F.lit(True))
+    runs = frame(spark, [{"run_id": "r", "shard": 0, "attempt": 1, "gpu_sku": "H100-SXM5-80GB"}], RUNS)
+    got = {r.case_id: r for r in case_stats(flagged, frame(spark, results, CASE_RESULTS), runs,
+                                             hardware_frame(spark)).collect()}
+    assert got["measured"].joules_per_tflop == pytest.approx(2.0)
+    assert got["zero"].joules_per_tflop is None and got["negative"].joules_per_tflop is None
+    assert got["zero"].tflops_per_watt is None

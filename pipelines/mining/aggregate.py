@@ -73,6 +73,6 @@ def case_stats(flagged: DataFrame, case_results: DataFrame, runs: DataFrame, har
            .withColumn("stable", F.col("rel_noise") <= STABLE_REL_IQR)
            .withColumn("tflops_per_watt", F.when(F.col("energy_per_call_j") > 0,
                                                  F.col("flops_per_call") / F.col("energy_per_call_j") / 1e12))
-           .withColumn("joules_per_tflop", F.when(F.col("flops_per_call") > 0,
+           .withColumn("joules_per_tflop", F.when((F.col("flops_per_call") > 0) & (F.col("energy_per_call_j") > 0),
                                                   F.col("energy_per_call_j") / (F.col("flops_per_call") / 1e12))))
     return out.select(*[F.col(c).cast(spark_type(CASE_STATS.column(c).type)) for c in ordered_columns(CASE_STATS)])

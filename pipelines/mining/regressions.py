@@ -74,11 +74,17 @@ def _candidate_schema() -> T.StructType:
 
 def regression_points(case_stats: DataFrame, runs: DataFrame) -> DataFrame:
     """The run-level points of every series (pipelines.mining.history), one row per
-    series x metric x run with the metric's `value` (and the run's median latency)."""
+    series x metric x run with the metric's `value` (and the run's median latency); a
+    value that is not positive is not a point."""
     points = series_points(case_stats, runs)
     common = ("series_key", *_DESCRIBE, "run_id", "dt", "started_at", "median_ns")
-    by_metric = [points.where(F.col(column).isNotNull())
-                 .select(*common, F.lit(metric).alias("metric"), F.col(column).cast("double").alias("value"))
+    # A value of 0 or less is no measurement (an energy counter that did not tick, or was reset):
+    # a series stepping from it would read as a change of infinite percent. NaN and inf neither.
+    def measured(v: F.Column) -> F.Column:
+        return (v > 0) & (v < float("inf"))  # Spark orders NaN above inf
+
+    by_metric = [points.withColumn("value", F.col(column).cast("double")).where(measured(F.col("value")))
+                 .select(*common, F.lit(metric).alias("metric"), "value")
                  for metric, (column, _) in METRICS.items()]
     return functools.reduce(DataFrame.unionByName, by_metric)
 
