@@ -203,15 +203,19 @@ def update_history(spark: SparkSession, lake: Lake, *, night: str | None = None,
         tonight = stats.where(F.col("dt") == F.lit(night))
         if pools:
             tonight = tonight.where(F.col("pool").isin(pools))
-        touched = (series_points(tonight, runs.where(F.col("dt") == F.lit(night))).select("series_key").distinct()
-                   .localCheckpoint())
+        # Every series a row of the night belongs to, measured or not: a retry that failed the
+        # case (or left it no kept sample) supersedes the point the night's earlier mine gave it.
+        touched = (series_points(tonight, runs.where(F.col("dt") == F.lit(night)), measured_only=False)
+                   .select("series_key").distinct().localCheckpoint())
         cases = tonight.select("case_id").distinct()
 
         def points_since(dt: str | None) -> DataFrame:
             since = F.lit(True) if dt is None else F.col("dt") >= F.lit(dt)
             return series_points(stats.where(since).join(cases, "case_id", "left_semi"), runs.where(since))
 
-        catalog.replace_by_key(spark, lake, series_for_night(previous, touched, night, points_since), SERIES)
+        # The touched series' rows are all recomputed: one left without any point loses its row.
+        rows = series_for_night(previous, touched, night, points_since)
+        catalog.overwrite(spark, lake, previous.join(touched, "series_key", "left_anti").unionByName(rows), SERIES)
 
 
 def _quarantined_elsewhere(spark: SparkSession, lake: Lake, dt: str, pools: list[str]) -> DataFrame:

@@ -139,3 +139,51 @@ def test_joules_per_tflop_is_null_where_the_energy_is_no_measurement(spark):
     assert got["measured"].joules_per_tflop == pytest.approx(2.0)
     assert got["zero"].joules_per_tflop is None and got["negative"].joules_per_tflop is None
     assert got["zero"].tflops_per_watt is None
+
+
+@pytest.mark.slow
+def test_a_retry_that_fails_a_case_takes_the_superseded_point_out_of_its_series(spark, lake, tmp_path):
+    """Found: a shard retried after its night was mined (attempt 2) in which a case
+    failed left perf.series as the first mine made it: the series kept the superseded
+    attempt's run as its latest point (n_runs, last_run_id, last_median_ns), and a series
+    whose only point it was kept its row, where the whole history (series_table) has
+    neither. The night's update looked only at the series measured
+    ok that night."""
+    from jobs.mine import mine
+    from pipelines.landing.files import land_shard
+    from pipelines.mining.history import series_points, series_table
+    from test_ingest import shard_rows, write_shard
+
+    pool, nights = "peer-rt", ["2036-05-01", "2036-05-02"]
+
+    def land(night: str, cases: int, attempt: int = 1, failed: tuple = ()) -> list[str]:
+        rid = f"peer-rt-{night}"
+        rows = shard_rows(rid, cases=cases, samples=20, started=dt.datetime.fromisoformat(night).replace(
+            hour=2, tzinfo=dt.timezone.utc))
+        for kind in rows.values():
+            for r in kind:
+                r["attempt"] = attempt
+        ids = [r["case_id"] for r in rows["case_results"]]
+        for r in rows["case_results"]:
+            if ids.index(r["case_id"]) in failed:
+                r.update(status="failed", error="RuntimeError: boom")
+        rows["samples"] = [s for s in rows["samples"] if ids.index(s["case_id"]) not in failed]
+        land_shard(write_shard(tmp_path / f"{rid}-{attempt}", rows), lake, dt=night, pool=pool, run_id=rid, shard=0)
+        return ids
+
+    land(nights[0], cases=2)
+    mine(spark, lake, nights[0], [pool])
+    ids = land(nights[1], cases=3)  # case 2 is new that night
+    mine(spark, lake, nights[1], [pool])
+    land(nights[1], cases=3, attempt=2, failed=(1, 2))  # the retry: cases 1 and 2 fail
+    mine(spark, lake, nights[1], [pool])
+
+    def series() -> dict:
+        rows = spark.sql(f"SELECT case_id, n_runs, last_dt FROM perf.series WHERE pool = '{pool}'").collect()
+        return {r.case_id: (r.n_runs, r.last_dt) for r in rows}
+
+    got = series()
+    assert got == {ids[0]: (2, nights[1]), ids[1]: (1, nights[0])}
+    stats = spark.table("perf.case_stats").where(F.col("pool") == pool)
+    whole = series_table(series_points(stats, spark.table("perf.runs"))).collect()  # what the whole history gives
+    assert {r.case_id: (r.n_runs, r.last_dt) for r in whole} == got

@@ -37,10 +37,12 @@ def series_key() -> F.Column:
     return F.substring(F.sha2(F.concat_ws("|", *parts), 256), 1, 16)
 
 
-def series_points(case_stats: DataFrame, runs: DataFrame) -> DataFrame:
+def series_points(case_stats: DataFrame, runs: DataFrame, *, measured_only: bool = True) -> DataFrame:
     """One point per series x run: the run's median latency and, where the device has
     an energy counter, its energy per call (first-attempt reruns excluded: a
-    confirmation rerun is its own run id and counts as a point of its own)."""
+    confirmation rerun is its own run id and counts as a point of its own).
+    `measured_only=False` keeps the rows without a median too (failed, all throttled):
+    for the series a night's rows belong to, not for their values."""
     run_ctx = (runs.select("run_id", "hardware_fingerprint", "software_fingerprint", "started_at", "reason",
                            "driver_version", "cuda_version", "torch_version", "triton_version", "harness_commit",
                            "host")
@@ -48,7 +50,7 @@ def series_points(case_stats: DataFrame, runs: DataFrame) -> DataFrame:
                    "hardware_fingerprint", "software_fingerprint", "reason", "driver_version", "cuda_version",
                    "torch_version", "triton_version", "harness_commit", "host")],
                    F.min("started_at").alias("started_at")))
-    ok = case_stats.where((F.col("status") == "ok") & F.col("median_ns").isNotNull())
+    ok = case_stats.where((F.col("status") == "ok") & F.col("median_ns").isNotNull()) if measured_only else case_stats
     return (ok.join(run_ctx, "run_id", "left")
             .withColumn("series_key", series_key())
             .select("series_key", "case_id", "pool", "gpu_sku", "hardware_fingerprint", "device_kind", "family",
