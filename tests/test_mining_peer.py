@@ -51,6 +51,7 @@ def test_one_sample_without_an_attempt_does_not_hold_its_committed_shard_back(sp
 
     night, pool, rid = "2036-03-01", "peer-na", "peer-na-1"
     rows = shard_rows(rid, cases=2, samples=20, started=dt.datetime(2036, 3, 1, 2, tzinfo=dt.timezone.utc))
+    rows["runs"][0]["hardware_fingerprint"] = pool  # series of their own in the session's lake
     staging = write_shard(tmp_path / rid, rows)
     # Another harness's writer: the same types, attempt nullable, one sample without it.
     samples = pq.read_table(staging / "samples.parquet")
@@ -75,6 +76,7 @@ def _land(lake, tmp_path, night: str, pool: str, rid: str, *, bad_latency: int |
 
     rows = shard_rows(rid, cases=2, samples=60, started=dt.datetime.fromisoformat(night).replace(
         hour=2, tzinfo=dt.timezone.utc))
+    rows["runs"][0]["hardware_fingerprint"] = pool  # series of their own in the session's lake
     if bad_latency is not None:
         rows["samples"][0]["latency_ns"] = bad_latency
     land_shard(write_shard(tmp_path / rid, rows), lake, dt=night, pool=pool, run_id=rid, shard=0)
