@@ -214,8 +214,8 @@ def update_history(spark: SparkSession, lake: Lake, *, night: str | None = None,
             return series_points(stats.where(since).join(cases, "case_id", "left_semi"), runs.where(since))
 
         # The touched series' rows are all recomputed: one left without any point loses its row.
-        rows = series_for_night(previous, touched, night, points_since)
-        catalog.overwrite(spark, lake, previous.join(touched, "series_key", "left_anti").unionByName(rows), SERIES)
+        catalog.replace_by_key(spark, lake, series_for_night(previous, touched, night, points_since), SERIES,
+                               replaced=touched)
 
 
 def _quarantined_elsewhere(spark: SparkSession, lake: Lake, dt: str, pools: list[str]) -> DataFrame:

@@ -221,13 +221,18 @@ def _spark_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def replace_by_key(spark: SparkSession, lake: Lake, df: DataFrame, table: Table) -> None:
-    """Upsert: rows of `df` replace existing rows with the same key; others stay."""
+def replace_by_key(spark: SparkSession, lake: Lake, df: DataFrame, table: Table,
+                   replaced: DataFrame | None = None) -> None:
+    """Upsert: rows of `df` replace existing rows with the same key; others stay. The keys
+    in `replaced` (a frame holding the key columns) lose their rows too where `df` has
+    none for them. Read and written under the table's lock, so that writers of other keys
+    at the same time (mines of other pools) lose nothing."""
     with table_lock(lake, table):
         name = ensure_table(spark, lake, table)
         keys = list(table.keys)
         new = _in_table_order(spark, name, df).dropDuplicates(keys)
-        kept = spark.table(name).join(new.select(*keys), keys, "left_anti")
+        gone = new.select(*keys) if replaced is None else new.select(*keys).unionByName(replaced.select(*keys))
+        kept = spark.table(name).join(gone, keys, "left_anti")
         _publish_snapshot(spark, lake, name, table, new.unionByName(kept))
 
 
