@@ -171,10 +171,12 @@ good AS (SELECT DISTINCT ON (run_id, case_id, attempt, iteration) * FROM s
 latest AS (SELECT * FROM good QUALIFY attempt = max(attempt) OVER (PARTITION BY run_id, case_id)),
 med AS (SELECT run_id, case_id, attempt, median(latency_ns::DOUBLE) AS m FROM latest WHERE NOT throttled
         GROUP BY ALL),
-mad AS (SELECT l.run_id, l.case_id, l.attempt, median(abs(l.latency_ns - med.m)) AS mad
+mad AS (SELECT l.run_id, l.case_id, l.attempt, median(abs(l.latency_ns - med.m)) AS mad,
+               avg(abs(l.latency_ns - med.m)) AS meanad
         FROM latest l JOIN med USING (run_id, case_id, attempt) WHERE NOT l.throttled GROUP BY ALL),
 flagged AS (SELECT l.*, NOT l.throttled AND NOT coalesce(abs(l.latency_ns - med.m)
-                > 5 * greatest(mad.mad * 1.4826, med.m * 1e-4), false) AS kept
+                > 5 * greatest(CASE WHEN mad.mad > 0 THEN mad.mad * 1.4826 ELSE mad.meanad * sqrt(pi() / 2) END,
+                               med.m * 1e-4), false) AS kept
             FROM latest l LEFT JOIN med USING (run_id, case_id, attempt) LEFT JOIN mad USING (run_id, case_id, attempt))
 SELECT run_id, case_id, attempt, count(*) AS n, count(*) FILTER (WHERE kept) AS n_kept,
        quantile_cont(latency_ns::DOUBLE, 0.5) FILTER (WHERE kept) AS median_ns,
@@ -212,7 +214,9 @@ def run_pandas(root: Path, out: Path) -> None:
     g = [df.run_id, df.case_id, df.attempt]
     med = basis.groupby(g, observed=True).transform("median")
     mad = (basis - med).abs().groupby(g, observed=True).transform("median")
-    outlier = ((lat - med).abs() > 5 * np.maximum(mad * 1.4826, med * 1e-4)).fillna(False)
+    meanad = (basis - med).abs().groupby(g, observed=True).transform("mean")
+    robust = np.where(mad > 0, mad * 1.4826, meanad * np.sqrt(np.pi / 2))
+    outlier = pd.Series((lat - med).abs() > 5 * np.maximum(robust, med * 1e-4), index=lat.index)
     kept_lat = lat.where(~df.throttled & ~outlier)
     grouped = kept_lat.groupby(g, observed=True)
     stats = pd.DataFrame({"n": lat.groupby(g, observed=True).size(), "n_kept": grouped.count(),

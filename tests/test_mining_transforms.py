@@ -63,6 +63,18 @@ def test_a_far_sample_is_an_outlier_and_a_throttled_one_is_excluded_but_kept_as_
     assert not flagged[99].kept and not flagged[99].outlier  # throttled: excluded, not an outlier
 
 
+def test_samples_on_a_timers_steps_are_not_outliers_of_a_zero_mad(spark):
+    """CUDA events tick in about 0.5 us: 60 samples at 5120 ns and 40 at 5632 ns have a MAD
+    of 0, and every sample off the median was flagged (IQR 0: 'stable'). The mean absolute
+    deviation stands in for it; a spike stays an outlier."""
+    lat = [5120] * 60 + [5632] * 40 + [50_000]
+    rows = [("r", "c", 1, i, v, False) for i, v in enumerate(lat)]
+    flagged = flag_outliers(frame(spark, rows))
+    assert [r.iteration for r in flagged.where("outlier").collect()] == [100]
+    s = sample_stats(flagged).collect()[0]
+    assert s.n_kept == 100 and s.iqr_ns == pytest.approx(512.0)
+
+
 def test_statistics_of_kept_samples_match_numpy(spark):
     rng = np.random.default_rng(3)
     lat = (1000 * np.exp(rng.normal(0, 0.05, 101))).astype(int)
@@ -83,14 +95,17 @@ def test_outlier_flags_match_numpy_median_and_mad_per_case_and_attempt(spark):
     flags are exactly those of numpy's median and MAD of each group's unthrottled samples."""
     rng = np.random.default_rng(11)
     rows, expected = [], {}
-    for case, attempt, n in (("a", 1, 40), ("a", 2, 41), ("b", 1, 7), ("c", 1, 2), ("d", 1, 3)):
+    for case, attempt, n in (("a", 1, 40), ("a", 2, 41), ("b", 1, 7), ("c", 1, 2), ("d", 1, 3), ("q", 1, 30)):
         lat = (1000 * np.exp(rng.normal(0, 0.02, n))).astype(int)
+        if case == "q":  # a timer's steps: the MAD is 0
+            lat = np.where(rng.random(n) < 0.7, 5120, 5632)
         lat[rng.random(n) < 0.15] *= 3  # spikes
         throttled = rng.random(n) < 0.2
         basis = lat[~throttled].astype(float)
         med = np.median(basis) if len(basis) else np.nan
         mad = np.median(np.abs(basis - med)) if len(basis) else np.nan
-        scale = max(mad * 1.4826, med * 1e-4)
+        robust = mad * 1.4826 if mad > 0 else np.mean(np.abs(basis - med)) * np.sqrt(np.pi / 2)
+        scale = max(robust, med * 1e-4)
         for i in range(n):
             out = bool(abs(lat[i] - med) > 5.0 * scale) if len(basis) else False
             expected[(case, attempt, i)] = out
