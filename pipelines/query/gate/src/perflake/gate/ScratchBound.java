@@ -47,6 +47,7 @@ public final class ScratchBound extends SparkListener {
     private final Map<Integer, String> stageExecution = new ConcurrentHashMap<>();  // stage -> execution
     private final Map<Integer, String> jobExecution = new ConcurrentHashMap<>();    // running job -> execution
     private final Map<String, Map<Long, Long>> written = new ConcurrentHashMap<>(); // execution -> task -> bytes
+    private final Map<String, Long> totals = new ConcurrentHashMap<>();             // execution -> bytes
     private final Set<String> stopped = ConcurrentHashMap.newKeySet();
     private final Map<Long, Boolean> countedIds = new ConcurrentHashMap<>();
 
@@ -110,6 +111,7 @@ public final class ScratchBound extends SparkListener {
         if (event instanceof SparkListenerSQLExecutionEnd) {
             String execution = String.valueOf(((SparkListenerSQLExecutionEnd) event).executionId());
             written.remove(execution);
+            totals.remove(execution);
             stopped.remove(execution);
             stageExecution.values().removeIf(execution::equals);
         }
@@ -121,8 +123,12 @@ public final class ScratchBound extends SparkListener {
             return;
         }
         Map<Long, Long> tasks = written.computeIfAbsent(execution, e -> new ConcurrentHashMap<>());
-        tasks.merge(task, bytes, Math::max);
-        long total = tasks.values().stream().mapToLong(Long::longValue).sum();
+        Long before = tasks.get(task);  // a task's figures only grow: count what it added
+        if (before != null && before >= bytes) {
+            return;
+        }
+        tasks.put(task, bytes);
+        long total = totals.merge(execution, bytes - (before == null ? 0 : before), Long::sum);
         if (total > maxBytes && stopped.add(execution)) {
             stop(execution, total);
         }
