@@ -45,6 +45,7 @@ from test_hostile_sql import CORPUS, DQ_ROWS, _fill, _ids, _snapshot, _subproces
 
 MAX_ROWS = 100            # the service's row cap here, and the corpus client's own limit
 QUERY_TIMEOUT_S = 12      # the service's statement timeout here (JDBC's and Connect's)
+MAX_SCRATCH_MB = 50       # the shuffle and spill files one statement may write here
 LEGIT = "SELECT suite, success FROM perf.dq_results ORDER BY suite"
 
 
@@ -67,7 +68,8 @@ def connect_corpus():
         for name in ("secret.txt", "geheim-ü.txt"):
             (outside / name).write_text(secret + "\n")
             os.chmod(outside / name, 0o644)
-        limits = {"PERFLAKE_SQL_QUERY_TIMEOUT_S": str(QUERY_TIMEOUT_S), "PERFLAKE_SQL_MAX_ROWS": str(MAX_ROWS)}
+        limits = {"PERFLAKE_SQL_QUERY_TIMEOUT_S": str(QUERY_TIMEOUT_S), "PERFLAKE_SQL_MAX_ROWS": str(MAX_ROWS),
+                  "PERFLAKE_SQL_MAX_SCRATCH_MB": str(MAX_SCRATCH_MB)}
         with ServicesLake.create(prefix="perflake-hostile-connect-", with_airflow=False, settings=limits) as dep:
             lake = dep.lake
             paths = {"canary": str(outside / "secret.txt"), "canary_unicode": str(outside / "geheim-ü.txt"),
@@ -377,6 +379,18 @@ def test_a_heavy_connect_query_is_stopped_at_the_timeout_while_a_light_one_is_an
     assert light_done < result["done"] and after["ok"]
     timed_out = [f for event, f in _audit(dep.lake) if event == "timed-out"]
     assert timed_out and timed_out[-1]["reason"] == sentence
+
+
+def test_a_connect_statement_filling_the_scratch_disk_is_stopped(connect_corpus):
+    """perflake.gate.ScratchBound sees Connect's statements too: 2,000 short tasks, each
+    writing its distinct strings to a shuffle, pass the service's 50 MB within seconds."""
+    distinct = ("SELECT count(DISTINCT s) FROM (SELECT concat(sha2(cast(id AS string), 512), "
+                "sha2(cast(id + 1 AS string), 512)) AS s FROM range(0, 200000000, 1, 2000))")
+    with connect_corpus["dep"].connect() as session:
+        answer = session.query(distinct)
+        after = session.query("SELECT 1")
+    assert not answer["ok"] and "perflake stopped this statement: it wrote" in answer["error"], answer
+    assert answer["s"] < QUERY_TIMEOUT_S and after["ok"], answer
 
 
 def test_results_over_connect_are_capped_at_the_services_max_rows(connect_corpus):

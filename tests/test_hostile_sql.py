@@ -36,7 +36,7 @@ from pipelines.query.sql import REFUSAL_PREFIX, refusal_in
 
 REPO = Path(__file__).resolve().parents[1]
 USER, PASSWORD = "analyst", "s3cret-" + secrets.token_hex(8)
-QUERY_TIMEOUT_S, MAX_ROWS, MAX_SCRATCH = 20, 100, "50m"
+QUERY_TIMEOUT_S, MAX_ROWS, MAX_SCRATCH_MB = 20, 100, 50
 ENV_CANARY = "PERFLAKE_HOSTILE_CANARY"
 DQ_ROWS = [("gemm", True), ("softmax", False), ("copy", True)]
 
@@ -268,7 +268,7 @@ def _hostile(base, lake, secret, paths, statements):
     sqlusers.add_user(lake, USER, PASSWORD)
     port = free_port()
     st = sqlserver.start(lake, port=port, timeout_s=300, query_timeout_s=QUERY_TIMEOUT_S, max_rows=MAX_ROWS,
-                         max_scratch=MAX_SCRATCH)
+                         max_scratch_mb=MAX_SCRATCH_MB)
     try:
         jdbc = dict(port=port, user=USER, password=PASSWORD, timeout_s=300)
         warm = sqlserver.query_via_jdbc(["SELECT count(*) FROM perf.dq_results"], **jdbc)
