@@ -43,9 +43,9 @@ from pipelines.landing import nvbench, relations
 from pipelines.landing.conform import conform
 from pipelines.landing.files import LAND_ORDER, atomic_write, shard_lock
 from pipelines.landing.identity import LandedCopy, compare, landed_copies
-from pipelines.landing.inputs import FILENAME_KINDS, Shard, discover, sniff
-from pipelines.landing.records import (identity_lock, record_landed, record_set_aside, set_aside_when_landed,
-                                      write_atomic, write_quarantine)
+from pipelines.landing.inputs import FILENAME_KINDS, Shard, discover, is_conflict_note, sniff
+from pipelines.landing.records import (identity_lock, one_line, quarantine_records, record_landed, record_set_aside,
+                                       set_aside_when_landed, write_atomic, write_quarantine)
 from pipelines.landing.report import IngestReport, Issue
 from schemas.tables import CASE_RESULTS, RUNS, SAMPLES
 
@@ -103,33 +103,6 @@ def ingest(paths: list[str | Path], lake: Lake, *, pool: str | None = None, date
 
 class ArgumentError(ValueError):
     """An argument that makes the whole call unlandable (an unknown --pool, a bad --date)."""
-
-
-def one_line(e: Exception) -> str:
-    """An exception as one line: its type and the first line of its message (Arrow's
-    messages go on with a schema dump)."""
-    lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {lines[0] if lines else ''}".rstrip(": ")
-
-
-def _records(table: pa.Table) -> list[dict]:
-    """The rows of `table` as records for the quarantine; a value Python cannot hold (a
-    timestamp past year 9999) is kept as Arrow's text of it."""
-    try:
-        return table.to_pylist()
-    except (OverflowError, ValueError, pa.ArrowException):
-        cols = [c.cast(pa.string()) if pa.types.is_temporal(c.type) else c for c in table.columns]
-        return pa.table(cols, names=table.column_names).to_pylist()
-
-
-def _is_conflict_note(path: Path) -> bool:
-    """`path` is the conflict.json that Call.conflict writes beside a kept copy, so that
-    ingesting the kept folder (docs/ingest.md) lands its Parquet files and nothing else."""
-    try:
-        note = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return isinstance(note, dict) and {"run_id", "shard", "attempt", "landed", "kept", "reason"} <= note.keys()
 
 
 def _attempt_of(s: Shard) -> int:
@@ -213,7 +186,7 @@ class _Call:
                 shards.append(shard)
         named: set[Path] = set()
         for path in jsons:
-            if path.name == "conflict.json" and _is_conflict_note(path):
+            if path.name == "conflict.json" and is_conflict_note(path):
                 self.report.notices.append(f"{path}: the note ingest wrote beside a kept conflict; not data, "
                                            "not ingested")
                 continue
@@ -272,7 +245,7 @@ class _Call:
             if kind == "runs":
                 return f"row 0 cannot be stored: {next(iter(c.row_rejects.values()))}"
             src = f"{path} [{kind}]"
-            records = _records(raw)
+            records = quarantine_records(raw)
             for i, why in sorted(c.row_rejects.items()):
                 shard.rejects.append((src, why, records[i]))
             shard.skip[kind] = set(c.row_rejects)  # filtered later, so that row numbers stay the file's
@@ -504,7 +477,7 @@ class _Call:
             why = shard.refused_files.get(path)
             self.mark(path, "quarantined", why or f"not landed: {shard.refusal}", label)
         for kind, table in shard.tables.items():
-            shard.rejects += [(f"{shard.source} [{kind}]", shard.refusal, r) for r in _records(table)]
+            shard.rejects += [(f"{shard.source} [{kind}]", shard.refusal, r) for r in quarantine_records(table)]
         shard.rejects += [(str(p), why, {}) for p, why in shard.refused_files.items()]
         write_quarantine(self.lake, self.report, shard.rejects, self.date or self.now.date().isoformat(), self.now,
                          shard.members)

@@ -3,6 +3,7 @@ bytes (Parquet, JSON, nvbench sample times), and the shard each file belongs to.
 pipelines/landing/ingest.py decides what becomes of them."""
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -110,3 +111,13 @@ def json_text(data: bytes, errors: str = "strict") -> str:
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         return data.decode("utf-16", errors=errors)
     return data.decode("utf-8-sig", errors=errors)
+
+
+def is_conflict_note(path: Path) -> bool:
+    """`path` is the conflict.json that ingest writes beside a kept copy (a conflict), so
+    that ingesting the kept folder (docs/ingest.md) lands its Parquet files and nothing else."""
+    try:
+        note = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(note, dict) and {"run_id", "shard", "attempt", "landed", "kept", "reason"} <= note.keys()

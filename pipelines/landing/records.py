@@ -79,6 +79,23 @@ def set_aside_when_landed(lake: Lake, run_id: str, shard: int, attempt: int) -> 
     return int(note.get("rows", 0)) if note.get("attempt") == attempt else 0
 
 
+def one_line(e: Exception) -> str:
+    """An exception as one line: its type and the first line of its message (Arrow's
+    messages go on with a schema dump)."""
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+def quarantine_records(table: pa.Table) -> list[dict]:
+    """The rows of `table` as records for the quarantine; a value Python cannot hold (a
+    timestamp past year 9999) is kept as Arrow's text of it."""
+    try:
+        return table.to_pylist()
+    except (OverflowError, ValueError, pa.ArrowException):
+        cols = [c.cast(pa.string()) if pa.types.is_temporal(c.type) else c for c in table.columns]
+        return pa.table(cols, names=table.column_names).to_pylist()
+
+
 def write_quarantine(lake: Lake, report: IngestReport, rejects: list, dt: str, now: dt_.datetime,
                      members: list[Path] | None = None) -> None:
     """Rejected records as one Parquet file in the quarantine table's landing shape
@@ -94,9 +111,9 @@ def write_quarantine(lake: Lake, report: IngestReport, rejects: list, dt: str, n
     try:
         write_atomic(pa.Table.from_pylist(rows, schema=QUARANTINE.arrow_schema(with_partitions=False)), dst)
     except OSError as e:  # a full disk, a read-only lake: the report still names every refusal
-        report.issues.append(Issue(str(dst), f"the quarantine file could not be written ({type(e).__name__}: "
-                                             f"{e}); the {len(rows)} refusals are named in this report only, and "
-                                             "their rows are still in the source files"))
+        report.issues.append(Issue(str(dst), f"the quarantine file could not be written ({one_line(e)}); the "
+                                             f"{len(rows)} refusals are named in this report only, and their rows "
+                                             "are still in the source files"))
         return
     report.quarantine_files.append(str(dst))
 
