@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from pipelines.mining.clean import clean_samples, latest_attempt
 
+
 def frame(spark, rows: list[dict], table):
     """`rows` in `table`'s schema (every column nullable, absent ones null)."""
     from pyspark.sql import types as T
