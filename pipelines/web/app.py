@@ -5,7 +5,8 @@ plugin in pipelines/web/plugin.py mounts the same app). A bad parameter answers 
 page that names it; an unexpected failure a 500 page without a traceback (it is logged).
 With a token, every request must carry it (a bearer header, or `?token=` once, which
 sets a cookie); the CLI requires one before it listens beyond loopback. Without one,
-only requests that name the host by a loopback name are answered (no DNS rebinding).
+only requests from this machine (the peer's address) that name the host by a loopback
+name are answered (no DNS rebinding).
 """
 from __future__ import annotations
 

@@ -49,7 +49,6 @@ public final class ScratchBound extends SparkListener {
     private final Map<String, Map<Long, Long>> written = new ConcurrentHashMap<>(); // execution -> task -> bytes
     private final Map<String, Long> totals = new ConcurrentHashMap<>();             // execution -> bytes
     private final Set<String> stopped = ConcurrentHashMap.newKeySet();
-    private final Map<Long, Boolean> countedIds = new ConcurrentHashMap<>();
 
     public ScratchBound(SparkConf conf) {
         this.maxBytes = conf.getSizeAsBytes(MAX_BYTES, DEFAULT_MAX_BYTES);
@@ -82,13 +81,12 @@ public final class ScratchBound extends SparkListener {
     }
 
     /** Is this one of the two metrics counted? Heartbeats carry accumulators by id, without
-     * their names: the driver's registry of accumulators has them. */
-    private boolean counted(AccumulableInfo info) {
-        return countedIds.computeIfAbsent(info.id(), id -> {
-            scala.Option<String> name = info.name().isDefined() ? info.name()
-                : AccumulatorContext.get(id).flatMap(AccumulatorV2::name);
-            return name.isDefined() && (SHUFFLE_WRITTEN.equals(name.get()) || SPILLED.equals(name.get()));
-        });
+     * their names: the driver's registry of live accumulators has them (a lookup in a map;
+     * not cached here, as every stage brings new ids and the service runs for months). */
+    private static boolean counted(AccumulableInfo info) {
+        scala.Option<String> name = info.name().isDefined() ? info.name()
+            : AccumulatorContext.get(info.id()).flatMap(AccumulatorV2::name);
+        return name.isDefined() && (SHUFFLE_WRITTEN.equals(name.get()) || SPILLED.equals(name.get()));
     }
 
     @Override
