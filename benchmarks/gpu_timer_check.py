@@ -69,8 +69,9 @@ def sleep_rate(torch) -> float:
     return max(rates)
 
 
-def in_order(torch, fn, flush, spin_cycles: int) -> float:
-    """do_bench's order: per rep flush, [spin], start, fn, end; one synchronize at the end."""
+def in_order(torch, fn, flush, spin_cycles: int, sync_each: bool = False) -> float:
+    """do_bench's order: per rep flush, [spin], start, fn, end; one synchronize at the end
+    (`sync_each`: after every rep, as kernels_bench does)."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(REPS)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(REPS)]
     for _ in range(5):
@@ -83,6 +84,8 @@ def in_order(torch, fn, flush, spin_cycles: int) -> float:
         starts[i].record()
         fn()
         ends[i].record()
+        if sync_each:
+            ends[i].synchronize()
     torch.cuda.synchronize()
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) * 1e6
 
@@ -115,6 +118,8 @@ def check(args) -> int:
             row[f"order+spin{s // 1000}_ns"] = in_order(torch, fn, big, int(s * rate))
         row["order+2xL2_ns"] = in_order(torch, fn, small, 0)
         row["order+2xL2+spin10_ns"] = in_order(torch, fn, small, int(10_000 * rate))
+        row["order+0+sync_ns"] = in_order(torch, fn, big, 0, sync_each=True)
+        row["order+2xL2+sync_ns"] = in_order(torch, fn, small, 0, sync_each=True)
         out = measure_case(case, device, rule, observer_for(device), timer_mode="cold")
         row["kernels_bench_ns"] = (statistics.median(s["latency_ns"] for s in out.samples)
                                    if out.status == "ok" else None)
@@ -130,7 +135,7 @@ def check(args) -> int:
 
 def print_table(report: dict) -> None:
     cols = ["do_bench_ns", "order+0_ns", "order+spin10_ns", "order+spin50_ns", "order+2xL2_ns",
-            "order+2xL2+spin10_ns", "kernels_bench_ns"]
+            "order+2xL2+spin10_ns", "order+0+sync_ns", "order+2xL2+sync_ns", "kernels_bench_ns"]
     print(f"spin rate {report['sleep_cycles_per_ns']:.3f} cycles/ns, L2 {report['l2_bytes'] >> 20} MiB")
     print("| case | " + " | ".join(c[:-3] + " us" for c in cols) + " |")
     print("| --- " * (len(cols) + 1) + "|")

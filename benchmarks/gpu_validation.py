@@ -68,7 +68,7 @@ SMOKE_CASES = [
 PEAK_CASES = {"matmul": "tflops", "copy": "gbps"}
 # --night: validation first (it is #22's proof), then the suites, most used first.
 NIGHT_SUITES = {"roofline": 1, "llm-gemm": 2, "memory": 1, "norm": 1, "selftest-accuracy": 1,
-                "attention": 4, "collectives": 1}   # suite -> shards (each a minute or two)
+                "attention": 8, "collectives": 1}   # suite -> shards (each a minute or two)
 # Few enough samples (262,323 rows, 1.2 MB of Parquet for 187 cases on the H200) that the
 # shards travel back from a lent machine in one small file.
 NIGHT_STOPPING = {"min_time_s": 0.05, "timeout_s": 1.0, "max_samples": 2000}
