@@ -66,18 +66,19 @@ SMOKE_CASES = [
     ("memory", "copy", "torch", "fp32", dict(numel=1 << 16)),
 ]
 PEAK_CASES = {"matmul": "tflops", "copy": "gbps"}
-# --night: validation first (it is #22's proof), then the suites, most used first.
-NIGHT_SUITES = {"roofline": 1, "llm-gemm": 2, "memory": 1, "norm": 1, "selftest-accuracy": 1,
-                "attention": 8, "collectives": 1}   # suite -> shards (each a minute or two)
+# --night: validation first (it is #22's proof), then the suites, most used first:
+# suite -> (shards, seconds one shard is expected to take). A unit starts only where its
+# estimate is left of the budget: a shard lands at its end, so one killed midway is lost.
+# Measured on the H200: shards of 9-91 s on 2026-11-26 (roofline 66, llm-gemm 91 each,
+# memory 40, norm 64, selftest-accuracy 9); on 2026-11-27 an attention shard of 4 was
+# killed after 215 s at 28 of 48 cases (its sdpa-math cases take seconds each, one
+# sdpa-efficient case hit the 60 s per-case kill), one of 8 took 189 and 199 s.
+NIGHT_SUITES = {"roofline": (1, 100), "llm-gemm": (2, 100), "memory": (1, 100), "norm": (1, 100),
+                "selftest-accuracy": (1, 100), "attention": (8, 210), "collectives": (1, 100)}
 # Few enough samples (262,323 rows, 1.2 MB of Parquet for 187 cases on the H200) that the
 # shards travel back from a lent machine in one small file.
 NIGHT_STOPPING = {"min_time_s": 0.05, "timeout_s": 1.0, "max_samples": 2000}
 NIGHT_VALIDATION_S = 60  # a case or two at least; it resumes where a killed call stopped
-# Measured on the H200 (2026-11-26): the validation 377 s; shards 9-91 s (roofline 66,
-# llm-gemm 91 each, memory 40, norm 64, selftest-accuracy 9); an attention shard over
-# 45 s (its sdpa-math cases at 8192 tokens take seconds each). A unit starts only where
-# this much budget is left.
-NIGHT_SHARD_S = 100
 
 
 def parse_args(argv):
@@ -421,7 +422,7 @@ def night(out: Path, budget_s: float, pool: str, device: str, smoke: bool = Fals
     units = [("validation", validate + (["--smoke", "--repeats", "1"] if smoke else []),
               lambda: validation_complete(out / "validation.json"), 60 if smoke else NIGHT_VALIDATION_S)]
     k = 0
-    for suite, shards in ({"cpu-smoke": 1} if smoke else NIGHT_SUITES).items():
+    for suite, (shards, estimate_s) in ({"cpu-smoke": (1, 100)} if smoke else NIGHT_SUITES).items():
         for i in range(shards):
             shard_dir = out / "shards" / f"{suite}-{i}"
             units.append((f"{suite} {i}/{shards}", [
@@ -429,7 +430,7 @@ def night(out: Path, budget_s: float, pool: str, device: str, smoke: bool = Fals
                 "--shard", f"{i}/{shards}", "--record-shard", str(k), "--run-id", state["run_id"],
                 "--date", state["dt"], "--pool", state["pool"], "--out", str(shard_dir),
                 *([] if smoke else ["--stopping", json.dumps(state["stopping"])])],
-                (shard_dir / "run.parquet").exists, NIGHT_SHARD_S))
+                (shard_dir / "run.parquet").exists, estimate_s))
             k += 1
     if only is not None:
         known = {name.split()[0] for name, *_ in units}

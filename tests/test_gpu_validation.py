@@ -107,9 +107,17 @@ def test_night_starts_nothing_the_budget_cannot_fit_and_names_what_is_left(gv, t
 
 def test_night_only_runs_the_units_it_names_and_refuses_an_unknown_one(gv, tmp_path, capsys):
     assert gv.night(tmp_path / "night", budget_s=1.0, pool="h200", device="cuda", only=["attention"]) == 3
-    assert "to do in the next call: attention 0/4, attention 1/4, attention 2/4, attention 3/4;" in capsys.readouterr().out
+    assert "to do in the next call: attention 0/8, attention 1/8," in capsys.readouterr().out
     assert gv.night(tmp_path / "night", budget_s=1.0, pool="h200", device="cuda", only=["atention"]) == 2
     assert "--only atention: no such unit" in capsys.readouterr().err
+
+
+def test_night_estimates_each_suite_s_shards_apart(gv, tmp_path, capsys):
+    # an attention shard took 189-199 s on an H200; one killed at the budget lands nothing,
+    # so 150 s left starts none (a 100 s estimate would have started one and lost it)
+    assert gv.night(tmp_path / "night", budget_s=150.0, pool="h200", device="cuda", only=["attention"]) == 3
+    assert "to do in the next call: attention 0/8" in capsys.readouterr().out
+    assert not (tmp_path / "night" / "logs").exists()
 
 
 @pytest.mark.slow  # measures, lands and validates on the CPU (~20 s): the end-to-end tier

@@ -154,6 +154,15 @@ def test_an_attention_backend_the_device_lacks_is_a_skip_with_the_reason():
     assert out.status == "skipped" and "sdpa-efficient" in out.error and not out.samples
 
 
+def test_grouped_query_heads_on_the_memory_efficient_backend_are_a_skip_with_the_reason():
+    # torch's memory-efficient kernel has no enable_gqa: on an H200 it raised a bare
+    # "Invalid backend", recorded as a failure (kernels_bench/reference/h200-2026-11-27)
+    case = Case.make("attention", "sdpa", "sdpa-efficient", "bf16", batch=1, heads=4, kv_heads=2, q_len=8,
+                     kv_len=8, head_dim=16)
+    out = measure_case(case, "cpu", CHECK, Observer())
+    assert out.status == "skipped" and "grouped-query" in out.error and not out.samples
+
+
 def test_causal_attention_with_unequal_lengths_is_skipped_not_mismeasured():
     case = Case.make("attention", "sdpa", "sdpa-math", "fp32", heads=2, q_len=1, kv_len=8, head_dim=16, causal=True)
     out = measure_case(case, "cpu", CHECK, Observer())
