@@ -15,7 +15,10 @@ prints, as markdown:
 
     python benchmarks/gpu_night.py truth kernels_bench/reference/h200-2026-11-26
     python benchmarks/gpu_night.py sim kernels_bench/reference/h200-2026-11-26
-    python benchmarks/gpu_night.py sim --fit kernels_bench/reference/h200-2026-11-26
+    python benchmarks/gpu_night.py sim --fit kernels_bench/reference/h200-2026-11-2[67]
+
+sim pools the cases of every night named; families whose backends differ by more than a
+scale can absorb (`BACKEND_SPREAD`: attention) are fitted and reported per backend too.
 """
 from __future__ import annotations
 
@@ -86,15 +89,21 @@ def truth(night: Path) -> list[str]:
     return out
 
 
-def sim_cases(night: Path) -> list[tuple[str, float, float, float]]:
+# Families whose backends differ by more than a scale of the roofline can absorb (the
+# H200: attention's math backend 7-60x slower than cuDNN's): fitted and reported per
+# backend as well, and `kernels_bench.sim.CALIBRATION` holds an entry for each.
+BACKEND_SPREAD = {"attention": ("sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math")}
+
+
+def sim_cases(nights: list[Path]) -> list[tuple[str, float, float, float]]:
     """(family, measured median, model roofline term without scale or floor, calibrated
-    model) for every ok case of the night, on the night's own SKU."""
+    model) for every ok case of the nights, each on its night's own SKU."""
     from kernels_bench.case import Case
     from kernels_bench.hardware import hardware
     from kernels_bench.sim import mean_latency_ns
 
     out = []
-    for _, run, results, samples in shards(night):
+    for _, run, results, samples in (shard for night in nights for shard in shards(night)):
         hw = hardware(run["gpu_sku"])
         medians = samples.groupby("case_id").latency_ns.median()
         for r in results[results.status == "ok"].itertuples():
@@ -102,16 +111,19 @@ def sim_cases(night: Path) -> list[tuple[str, float, float, float]]:
             if case.case_id != r.case_id:
                 raise ValueError(f"{r.case_id}: its params rebuild another case ({case.case_id})")
             roof = mean_latency_ns(hw, case, {case.family: (1.0, 0.0)})
-            out.append((r.family, float(medians[r.case_id]), roof, mean_latency_ns(hw, case)))
+            measured, calibrated = float(medians[r.case_id]), mean_latency_ns(hw, case)
+            out.append((r.family, measured, roof, calibrated))
+            if len(BACKEND_SPREAD.get(r.family, ())) > 1:  # backends far apart: each one too
+                out.append((f"{r.family}/{r.backend}", measured, roof, calibrated))
     return out
 
 
-def sim_error(night: Path) -> list[str]:
+def sim_error(nights: list[Path]) -> list[str]:
     """Per family: the uncalibrated roofline model's error and the calibrated model's."""
     from kernels_bench.sim import KERNEL_FLOOR_NS
 
     by_family: dict[str, list[tuple[float, float]]] = {}
-    for family, measured, roof, calibrated in sim_cases(night):
+    for family, measured, roof, calibrated in sim_cases(nights):
         by_family.setdefault(family, []).append(((roof + KERNEL_FLOOR_NS) / measured - 1, calibrated / measured - 1))
     out = ["| family | cases | uncalibrated: median error / median abs / within 10 % "
            "| calibrated: median error / median abs / within 10 % |", "| --- | --- | --- | --- |"]
@@ -125,7 +137,7 @@ def sim_error(night: Path) -> list[str]:
     return out
 
 
-def sim_fit(night: Path, min_cases_for_floor: int = 20) -> list[str]:
+def sim_fit(nights: list[Path], min_cases_for_floor: int = 20) -> list[str]:
     """Per family, the (scale, floor_ns) of least median absolute log error: both where
     the night has at least `min_cases_for_floor` cases, else the scale over the default
     floor (two parameters are not fitted to a handful of cases)."""
@@ -133,14 +145,17 @@ def sim_fit(night: Path, min_cases_for_floor: int = 20) -> list[str]:
 
     from kernels_bench.sim import KERNEL_FLOOR_NS
 
-    scales = np.exp(np.linspace(np.log(0.5), np.log(3.0), 721))
+    scales = np.exp(np.linspace(np.log(0.5), np.log(100.0), 1201))
     by_family: dict[str, list[tuple[float, float]]] = {}
-    for family, measured, roof, _ in sim_cases(night):
+    for family, measured, roof, _ in sim_cases(nights):
         by_family.setdefault(family, []).append((measured, roof))
     out = ["| family | cases | scale | floor ns | median abs error after |", "| --- | --- | --- | --- | --- |"]
     for family, rows in sorted(by_family.items()):
         measured, roof = (np.array(v) for v in zip(*rows))
         floors = np.arange(0.0, 20_001.0, 100.0) if len(rows) >= min_cases_for_floor else np.array([KERNEL_FLOOR_NS])
+        if len(rows) < 3:
+            out.append(f"| {family} | {len(rows)} | - | - | (under 3 cases: not fitted) |")
+            continue
         model = scales[:, None, None] * roof[None, None, :] + floors[None, :, None]
         loss = np.median(np.abs(np.log(model / measured)), axis=2)
         a, b = np.unravel_index(np.argmin(loss), loss.shape)
@@ -162,13 +177,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["truth", "sim"])
     ap.add_argument("--fit", action="store_true", help="sim: fit each family's (scale, floor) instead")
-    ap.add_argument("night", type=Path, help="a night folder (shards/, nvidia-smi-*.csv, validation.json)")
+    ap.add_argument("night", type=Path, nargs="+",
+                    help="night folders (shards/, nvidia-smi-*.csv, validation.json); sim pools the cases of all")
     args = ap.parse_args(argv)
-    if not (args.night / "shards").is_dir():
-        print(f"error: {args.night}: no shards/ folder (expected a gpu_validation.py --night folder)", file=sys.stderr)
-        return 2
+    for night in args.night:
+        if not (night / "shards").is_dir():
+            print(f"error: {night}: no shards/ folder (expected a gpu_validation.py --night folder)", file=sys.stderr)
+            return 2
     if args.what == "truth":
-        print("\n".join(truth(args.night)))
+        print("\n\n".join("\n".join(truth(night)) for night in args.night))
     else:
         print("\n".join(sim_fit(args.night) if args.fit else sim_error(args.night)))
     return 0

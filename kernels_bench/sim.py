@@ -35,17 +35,26 @@ from kernels_bench.stopping import StoppingRule
 KERNEL_FLOOR_NS = 2_500.0
 HOST_LAUNCH_NS = 6_000.0
 # Per family, (scale, floor_ns): a call takes scale x its roofline bound at the modelled
-# efficiency, plus floor_ns. Fitted on the REAL H200 night of 2026-11-26 (`python
-# benchmarks/gpu_night.py sim --fit kernels_bench/reference/h200-2026-11-26`: the least
-# median absolute log error per family; both parameters where the night measured 20
-# cases or more, else the scale alone over KERNEL_FLOOR_NS; `selftest`, a no-op and a
-# planted error, is not a kernel family to calibrate). What they stand for: eager norms
-# run several kernels and compute half precision in fp32 (x1.39, 8 us); cuBLAS below a
-# few hundred us pays a set-up a roofline does not see (7.3 us); torch 2.11's flash
-# attention reaches about a third of the H200's bf16 peak, not 0.6 (x1.90, 3 cases).
-# Applied to every simulated SKU: an assumption until a second GPU is measured.
+# efficiency, plus floor_ns. Fitted on the REAL H200 nights of 2026-11-26 and 2026-11-27
+# (`python benchmarks/gpu_night.py sim --fit kernels_bench/reference/h200-2026-11-2[67]`:
+# the least median absolute log error per family; both parameters where the nights
+# measured 20 cases or more, else the scale alone over KERNEL_FLOOR_NS; `selftest`, a
+# no-op and a planted error, is not a kernel family to calibrate). What they stand for:
+# eager norms run several kernels and compute half precision in fp32 (x1.39, 8 us);
+# cuBLAS below a few hundred us pays a set-up a roofline does not see (7.3 us).
+# Attention's backends are too far apart for one scale (the family's own, 1.23 + 5.3 us,
+# is off by a median 37 %), so each measured backend has its own ("family/backend" keys,
+# `calibration_for`): cuDNN reaches the modelled 0.6 of the bf16 peak (x0.94, 5 cases,
+# 5 % error), torch's flash and memory-efficient kernels about 0.37 (x1.64, 7 cases, 2 %;
+# x1.66, 3 cases, 3 %), and the math backend, which writes the whole score matrix, is no
+# roofline at all: x43 leaves a median error of 60 % (8 cases, 7x to 60x the fused
+# backends depending on shape). Applied to every simulated SKU: an assumption until a
+# second GPU model is measured.
 CALIBRATION = {"gemm": (1.05, 7_300.0), "memory": (0.96, 2_300.0), "norm": (1.39, 8_000.0),
-               "attention": (1.90, KERNEL_FLOOR_NS)}
+               "attention": (1.23, 5_300.0), "attention/sdpa-cudnn": (0.94, KERNEL_FLOOR_NS),
+               "attention/sdpa-flash": (1.64, KERNEL_FLOOR_NS),
+               "attention/sdpa-efficient": (1.66, KERNEL_FLOOR_NS),
+               "attention/sdpa-math": (43.2, KERNEL_FLOOR_NS)}
 THROTTLE_CLOCK_FRACTION = 0.6
 
 
@@ -117,8 +126,14 @@ def mean_latency_ns(hw: Hardware, case: Case, calibration: dict | None = None) -
     peak = hw.peak_tflops.get(case.dtype) or hw.peak_tflops["fp32"]
     compute_ns = k.flops(case) / (peak * 1e3 * max(eff_c, 1e-3))
     memory_ns = k.bytes(case) / (hw.memory_bandwidth_gbps * max(eff_m, 1e-3))
-    scale, floor = (CALIBRATION if calibration is None else calibration).get(case.family, (1.0, KERNEL_FLOOR_NS))
+    scale, floor = calibration_for(case, CALIBRATION if calibration is None else calibration)
     return scale * max(compute_ns, memory_ns) + floor
+
+
+def calibration_for(case: Case, calibration: dict) -> tuple[float, float]:
+    """(scale, floor_ns) for `case`: its family and backend's entry ("attention/sdpa-math")
+    where the real night measured that backend, else its family's, else none."""
+    return calibration.get(f"{case.family}/{case.backend}") or calibration.get(case.family, (1.0, KERNEL_FLOOR_NS))
 
 
 @dataclass
