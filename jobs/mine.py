@@ -149,9 +149,12 @@ def _mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None) -> 
     out = {name: _publishable(df, withheld) for name, df in
            (("runs", runs), ("samples", flagged), ("stats", stats), ("results", results))}
 
+    # Each pool published tonight owns its (dt, pool) partitions whole: a retry in which
+    # every case failed leaves its samples partition empty, not as the last mine left it.
+    owned = [(dt, r.pool) for r in out["runs"].select("pool").distinct().collect()]
     catalog.write_partitions(spark, lake, out["runs"], RUNS)
-    catalog.write_partitions(spark, lake, out["samples"].select(*ordered_columns(SAMPLES)), SAMPLES)
-    catalog.write_partitions(spark, lake, out["stats"], CASE_STATS)
+    catalog.write_partitions(spark, lake, out["samples"].select(*ordered_columns(SAMPLES)), SAMPLES, owned=owned)
+    catalog.write_partitions(spark, lake, out["stats"], CASE_STATS, owned=owned)
     catalog.replace_by_key(spark, lake, _cases(out["results"]), CASES)
     seconds = {"publish": _lap(started)}
     update_history(spark, lake, night=dt, pools=pools)
@@ -165,8 +168,9 @@ def _mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None) -> 
     n_quarantined = q.count()
     if pools:  # the partition (dt, mine) is every pool's: the rows of the pools not mined now stay
         q = q.unionByName(_quarantined_elsewhere(spark, lake, dt, pools)).cache()
-    if n_quarantined or (pools and q.count()):
-        catalog.write_partitions(spark, lake, q, QUARANTINE)
+    # The night's (dt, mine) partition is this mine's (with the other pools' rows above):
+    # written even empty, so that a clean re-mine leaves no rows of the one before.
+    catalog.write_partitions(spark, lake, q, QUARANTINE, owned=[(dt, "mine")])
     summary = MineSummary(dt=dt, files=sum(map(len, inputs.values())), files_rejected=len(rejected_files),
                           samples=out["samples"].count(), rows_quarantined=n_quarantined,
                           case_stats=out["stats"].count(),

@@ -70,13 +70,17 @@ def test_one_sample_without_an_attempt_does_not_hold_its_committed_shard_back(sp
     assert [r.reason for r in reasons] == ["missing attempt"]
 
 
-def _land(lake, tmp_path, night: str, pool: str, rid: str, *, bad_latency: int | None = None) -> None:
+def _land(lake, tmp_path, night: str, pool: str, rid: str, *, bad_latency: int | None = None,
+          attempt: int = 1) -> None:
     """One shard of two cases x 60 samples, its first sample's latency `bad_latency` if given."""
     from pipelines.landing.files import land_shard
     from test_ingest import shard_rows, write_shard
 
     rows = shard_rows(rid, cases=2, samples=60, started=dt.datetime.fromisoformat(night).replace(
         hour=2, tzinfo=dt.timezone.utc))
+    for kind in rows.values():
+        for r in kind:
+            r["attempt"] = attempt
     rows["runs"][0]["hardware_fingerprint"] = pool  # series of their own in the session's lake
     if bad_latency is not None:
         rows["samples"][0]["latency_ns"] = bad_latency
@@ -191,3 +195,60 @@ def test_a_retry_that_fails_a_case_takes_the_superseded_point_out_of_its_series(
     stats = spark.table("perf.case_stats").where(F.col("pool") == pool)
     whole = series_table(series_points(stats, spark.table("perf.runs"))).collect()  # what the whole history gives
     assert {r.case_id: (r.n_runs, r.last_dt) for r in whole} == got
+
+
+@pytest.mark.slow
+def test_a_retry_in_which_every_case_fails_takes_the_superseded_samples_out_of_the_night(spark, lake, tmp_path):
+    """Found: a pool's night re-mined after a retry (attempt 2) in which every case
+    failed kept attempt 1's rows in perf.samples: the retry lands no samples, and a
+    partition the mine writes no row of was left as the first mine published it."""
+    from jobs.mine import mine
+    from pipelines.landing.files import land_shard
+    from test_ingest import shard_rows, write_shard
+
+    night, pool, rid = "2036-06-01", "peer-af", "peer-af-1"
+
+    def land(attempt: int, fail: bool) -> None:
+        rows = shard_rows(rid, cases=2, samples=20, started=dt.datetime(2036, 6, 1, 2, tzinfo=dt.timezone.utc))
+        for kind in rows.values():
+            for r in kind:
+                r["attempt"] = attempt
+        rows["runs"][0]["hardware_fingerprint"] = pool
+        if fail:
+            for r in rows["case_results"]:
+                r.update(status="failed", error="RuntimeError: boom")
+            rows["samples"] = []
+        land_shard(write_shard(tmp_path / f"{rid}-{attempt}", rows), lake, dt=night, pool=pool, run_id=rid, shard=0)
+
+    def published() -> tuple[int, list]:
+        n = spark.sql(f"SELECT count(*) FROM perf.samples WHERE dt = '{night}' AND pool = '{pool}'").first()[0]
+        stats = spark.sql(f"SELECT attempt, status, n FROM perf.case_stats WHERE dt = '{night}' AND pool = '{pool}'")
+        return n, sorted(tuple(r) for r in stats.collect())
+
+    land(1, fail=False)
+    mine(spark, lake, night, [pool])
+    assert published() == (40, [(1, "ok", 20), (1, "ok", 20)])
+    land(2, fail=True)
+    mine(spark, lake, night, [pool])
+    assert published() == (0, [(2, "failed", 0), (2, "failed", 0)])
+
+
+@pytest.mark.slow
+def test_a_clean_re_mine_of_a_night_leaves_no_stale_quarantine_rows(spark, lake, tmp_path):
+    """Found: the night's (dt, mine) quarantine partition was written only when the mine
+    quarantined something, so after the bad shard was re-landed clean and re-mined,
+    perf.quarantine still named the rows the first mine had set aside."""
+    from jobs.mine import mine
+
+    night, pool = "2036-06-02", "peer-qc"
+    _land(lake, tmp_path, night, pool, "peer-qc-1", bad_latency=-5)
+    mine(spark, lake, night, [pool])
+
+    def reasons() -> list[str]:
+        return [r.reason for r in spark.sql(
+            f"SELECT reason FROM perf.quarantine WHERE dt = '{night}' AND stage = 'mine'").collect()]
+
+    assert reasons() == ["latency_ns is not positive: -5"]
+    _land(lake, tmp_path / "clean", night, pool, "peer-qc-1", attempt=2)  # the shard retried, clean
+    mine(spark, lake, night, [pool])
+    assert reasons() == []

@@ -17,6 +17,7 @@ import os
 import shutil
 import threading
 import urllib.parse
+from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -140,8 +141,12 @@ def _in_table_order(spark: SparkSession, name: str, df: DataFrame) -> DataFrame:
     return df.select(*spark.table(name).columns)
 
 
-def write_partitions(spark: SparkSession, lake: Lake, df: DataFrame, table: Table) -> None:
-    """Replace exactly the partitions that `df` holds, each by a new snapshot of it.
+def write_partitions(spark: SparkSession, lake: Lake, df: DataFrame, table: Table, *,
+                     owned: Iterable[tuple[str, ...]] = ()) -> None:
+    """Replace exactly the partitions that `df` holds, each by a new snapshot of it, and
+    empty those of `owned` (values in `table.partition_by` order) that it holds no row of:
+    a writer that owns a partition whole (a night's pool re-mined) leaves nothing of the
+    version it replaces, also where the new version has no rows.
 
     Spark writes every partition into one staging directory (one task per partition, so
     each is as few files as maxRecordsPerFile allows); then each partition directory is
@@ -168,6 +173,16 @@ def write_partitions(spark: SparkSession, lake: Lake, df: DataFrame, table: Tabl
             snapshots.mark_complete(snapshot)
             snapshots.switch(partition_dir, snapshot)
             published[values] = snapshot
+        emptied = {tuple(v) for v in owned} - written.keys()
+        if emptied:
+            existing = {partition_values(table, d.relative_to(table_dir)): d
+                        for d in snapshots.partition_dirs(table_dir, len(table.partition_by))}
+            for values in sorted(emptied & existing.keys()):  # an empty snapshot: no rows, a valid version
+                snapshot = snapshots.new_snapshot(existing[values])
+                snapshot.mkdir()
+                snapshots.mark_complete(snapshot)
+                snapshots.switch(existing[values], snapshot)
+                published[values] = snapshot
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     register_partitions(spark, name, table, published)
