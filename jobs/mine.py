@@ -111,8 +111,11 @@ def _mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None) -> 
     runs = with_shard_key(read_landed(spark, inputs["runs"], RUNS))
     results = with_shard_key(read_landed(spark, inputs["case_results"], CASE_RESULTS))
     samples = with_shard_key(read_landed(spark, inputs["samples"], SAMPLES)) if inputs["samples"] else None
-    # A sample without an attempt is no try's: cleaning quarantines it, it does not hold its shard back.
+    # A sample or case result without an attempt is no try's: it is quarantined (samples
+    # by cleaning, results below), it does not hold its shard back.
     tried = samples.where(F.col("attempt").isNotNull()) if samples is not None else None
+    untried_results = results.where(F.col("attempt").isNull())
+    results = results.where(F.col("attempt").isNotNull())
     pending = uncommitted_shards(runs, *[df for df in (results, tried) if df is not None]).cache()
     n_pending = pending.count()
     if n_pending:
@@ -134,7 +137,9 @@ def _mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None) -> 
     checks = [r for suite, df in (("runs", runs), ("case_results", results), ("samples", samples)) if df is not None
               for r in validate_by_pool(df, suite, dt, lake=lake, docs=False)]
 
-    quarantined = [_file_rejects(spark, rejected_files, dt, now)]
+    quarantined = [_file_rejects(spark, rejected_files, dt, now),
+                   to_quarantine(drop_shard_key(untried_results).withColumn("reason", F.lit("missing attempt")),
+                                 F.col("_source"), F.lit(now), F.lit(dt))]
     if samples is not None:
         good, bad = clean_samples(samples)
         quarantined.append(to_quarantine(bad, F.col("_source"), F.lit(now), F.lit(dt)))

@@ -70,6 +70,34 @@ def test_one_sample_without_an_attempt_does_not_hold_its_committed_shard_back(sp
     assert [r.reason for r in reasons] == ["missing attempt"]
 
 
+@pytest.mark.slow
+def test_a_case_result_without_an_attempt_is_quarantined_and_does_not_hold_its_shard_back(spark, lake, tmp_path):
+    """Found (as for samples above): a case_results row with a null attempt matched no
+    run row, so its whole shard stayed pending on every mine."""
+    from jobs.mine import mine
+    from pipelines.landing.files import land_shard
+    from test_ingest import shard_rows, write_shard
+
+    night, pool, rid = "2036-03-03", "peer-nr", "peer-nr-1"
+    rows = shard_rows(rid, cases=2, samples=20, started=dt.datetime(2036, 3, 3, 2, tzinfo=dt.timezone.utc))
+    rows["runs"][0]["hardware_fingerprint"] = pool
+    staging = write_shard(tmp_path / rid, rows)
+    results = pq.read_table(staging / "case_results.parquet")
+    schema = results.schema.set(results.schema.get_field_index("attempt"), pa.field("attempt", pa.int32()))
+    table = results.to_pylist()
+    lost = table[1]["case_id"]
+    table[1]["attempt"] = None
+    pq.write_table(pa.Table.from_pylist(table, schema=schema), staging / "case_results.parquet")
+    land_shard(staging, lake, dt=night, pool=pool, run_id=rid, shard=0)
+
+    summary = mine(spark, lake, night, [pool])
+    assert summary.shards_pending == 0
+    stats = spark.sql(f"SELECT case_id, n FROM perf.case_stats WHERE dt = '{night}' AND pool = '{pool}'").collect()
+    assert [r.case_id for r in stats] == [table[0]["case_id"]] and stats[0].n == 20
+    rows_q = spark.sql(f"SELECT reason, record FROM perf.quarantine WHERE dt = '{night}' AND stage = 'mine'").collect()
+    assert [r.reason for r in rows_q] == ["missing attempt"] and lost in rows_q[0].record
+
+
 def _land(lake, tmp_path, night: str, pool: str, rid: str, *, bad_latency: int | None = None,
           attempt: int = 1) -> None:
     """One shard of two cases x 60 samples, its first sample's latency `bad_latency` if given."""
