@@ -151,3 +151,15 @@ def test_harness_commit_falls_back_to_the_senders_commit_where_no_git_travelled(
     assert provenance.harness_commit() is None
     monkeypatch.setenv("PERFLAKE_HARNESS_COMMIT", "abc123")
     assert provenance.harness_commit() == "abc123"
+
+
+def test_the_timer_check_renders_the_real_h200_result_and_refuses_a_machine_without_cuda(tmp_path):
+    ref = REPO / "kernels_bench" / "reference" / "h200-2026-11-27" / "timer-check-2.json"
+    out = subprocess.run([sys.executable, "benchmarks/gpu_timer_check.py", "--render", str(ref)], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| copy") or line.startswith("| matmul")]
+    assert out.returncode == 0 and len(rows) == 10
+    assert "| matmul[torch,bf16,k=256,m=256,n=256] | 5.86 |" in out.stdout
+    out = subprocess.run([sys.executable, "benchmarks/gpu_timer_check.py", "--out", str(tmp_path / "t.json")],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "no CUDA device" in out.stderr and "Traceback" not in out.stderr
