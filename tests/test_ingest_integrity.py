@@ -412,3 +412,30 @@ def check_lake(lake: Lake, best: dict, landed_before: dict, step: int, action: s
         assert landed_before.get((rid, sh), (0, 0)) <= (attempt, samples.num_rows), "a landing went backwards"
         landed_before[(rid, sh)] = (attempt, samples.num_rows)
     shutil.rmtree(lake.landing / "_conflicts", ignore_errors=True)  # a person resolved them
+
+
+def test_a_shard_s_rows_compare_alike_in_any_order_and_unlike_on_one_changed_value():
+    """identity.compare decides the usual re-ingest in Arrow (sorted, then compared) and
+    falls back to row-by-row only where that cannot tell: both must say the same."""
+    from pipelines.landing.identity import _same_rows, compare
+
+    run = pa.table({"run_id": ["r"], "attempt": [1], "reason": ["nightly"]})
+    samples = pa.table({"run_id": ["r"] * 4, "case_id": ["a", "a", "b", "b"], "attempt": [1] * 4,
+                        "iteration": [0, 1, 0, 1], "latency_ns": [10, 11, 20, 21]})
+    results = pa.table({"run_id": ["r", "r"], "case_id": ["a", "b"], "attempt": [1, 1],
+                        "params": pa.array([[("m", "1"), ("n", "2")], [("m", "3")]], pa.map_(pa.string(), pa.string()))})
+    landed = {"runs": run, "samples": samples, "case_results": results}
+    shuffled = {"runs": run, "samples": samples.take([3, 1, 2, 0]), "case_results": results.take([1, 0]),
+                # another writer's types and map order: the same rows still
+                }
+    shuffled["samples"] = shuffled["samples"].cast(pa.schema([f.with_type(pa.int32()) if f.name == "iteration" else f
+                                                              for f in samples.schema]))
+    reordered_map = pa.array([[("n", "2"), ("m", "1")], [("m", "3")]], pa.map_(pa.string(), pa.string()))
+    assert compare(shuffled, landed) == "same"
+    assert _same_rows(shuffled["samples"], samples) and _same_rows(shuffled["case_results"], results)  # in Arrow
+    assert compare({**landed, "case_results": results.set_column(3, "params", reordered_map)}, landed) == "same"
+    changed = samples.set_column(4, "latency_ns", pa.array([10, 11, 20, 22]))
+    assert compare({**landed, "samples": changed}, landed) == "other"
+    assert compare({**landed, "samples": samples.slice(0, 3)}, landed) == "less"
+    more = pa.concat_tables([samples, samples.slice(0, 1).set_column(3, "iteration", pa.array([2]))])
+    assert compare({**landed, "samples": more}, landed) == "more"

@@ -72,12 +72,33 @@ def _canonical(v):
     return v
 
 
+def _same_rows(a: pa.Table | None, b: pa.Table | None) -> bool:
+    """True where both tables hold the same rows in any order, decided in Arrow: `a` cast
+    to `b`'s types (a lossy cast refuses), both sorted on their flat columns, compared.
+    False where that cannot tell (other columns, rows that tie on every flat column in
+    another order, maps written in another order): `_rows` then decides, row by row."""
+    if a is None or b is None:
+        return a is None and b is None
+    if sorted(a.column_names) != sorted(b.column_names) or a.num_rows != b.num_rows:
+        return False
+    try:
+        a = a.select(b.column_names).cast(b.schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False
+    keys = [(f.name, "ascending") for f in b.schema if not pa.types.is_nested(f.type)]
+    return a.sort_by(keys).equals(b.sort_by(keys))
+
+
 def compare(incoming: dict[str, pa.Table], landed: dict[str, pa.Table], ignore_run: tuple[str, ...] = ()) -> str:
     """'same' (the same rows), 'more' (every landed row and more, one run row alike),
     'less' (a part of the landed rows) or 'other'."""
     ignore = INGEST_FIELDS + tuple(ignore_run)
     if _rows(incoming.get("runs"), ignore) != _rows(landed.get("runs"), ignore) and "runs" in landed:
         return "other"
+    # The usual re-ingest of a landed shard, told without a Python object per row (a
+    # million samples: 11 s and 1 GB as JSON rows).
+    if "runs" in landed and all(_same_rows(incoming.get(k), landed.get(k)) for k in ("samples", "case_results")):
+        return "same"
     pairs = [(_rows(incoming.get(k)), _rows(landed.get(k))) for k in ("samples", "case_results")]
     run_alike = "runs" in landed
     if run_alike and all(i == l for i, l in pairs):
