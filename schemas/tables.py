@@ -155,7 +155,7 @@ CASES = Table(
 CASE_STATS = Table(
     name="case_stats",
     grain="one row per run x case x attempt",
-    version=1,
+    version=2,
     keys=("run_id", "case_id", "attempt"),
     partition_by=("dt", "pool"),
     columns=(
@@ -195,6 +195,8 @@ CASE_STATS = Table(
         _c("avg_power_w", "float64", "average board power while running the case back to back"),
         _c("tflops_per_watt", "float64", "TFLOP/s per watt = TFLOP per joule"),
         _c("joules_per_tflop", "float64", "energy per 10^12 floating point operations"),
+        _c("shard", "int32", "the run's shard that measured the case (its hardware and software; null in "
+                             "rows mined before version 2)"),
         _c("dt", "string", "partition: run date", False),
         _c("pool", "string", "partition: pool", False),
     ),

@@ -280,3 +280,34 @@ def test_a_clean_re_mine_of_a_night_leaves_no_stale_quarantine_rows(spark, lake,
     _land(lake, tmp_path / "clean", night, pool, "peer-qc-1", attempt=2)  # the shard retried, clean
     mine(spark, lake, night, [pool])
     assert reasons() == []
+
+
+@pytest.mark.slow
+def test_each_case_s_series_takes_the_hardware_of_the_shard_that_measured_it(spark, lake, tmp_path):
+    """Found: perf.series took a run's hardware fingerprint (part of the series key) and
+    software context from one arbitrary shard of the run (first() per run_id), so the
+    cases of a shard on other hardware of the pool (another power limit, another
+    driver) were filed under the other shard's series."""
+    from jobs.mine import mine
+    from pipelines.landing.files import land_shard
+    from test_ingest import shard_rows, write_shard
+
+    from pipelines.mining.history import series_points
+
+    night, pool, rid = "2036-07-01", "peer-hw", "peer-hw-1"
+    cases = {}
+    for shard, (fp, driver, dtype) in enumerate((("fp-a", "580.1", "fp32"), ("fp-b", "590.2", "bf16"))):
+        rows = shard_rows(rid, shard=shard, cases=1, samples=20, dtype=dtype,
+                          started=dt.datetime(2036, 7, 1, 2, shard, tzinfo=dt.timezone.utc))
+        rows["runs"][0].update(hardware_fingerprint=fp, driver_version=driver, num_shards=2)
+        cases[rows["case_results"][0]["case_id"]] = (shard, fp, driver)
+        land_shard(write_shard(tmp_path / f"{rid}-{shard}", rows), lake, dt=night, pool=pool, run_id=rid,
+                   shard=shard)
+    mine(spark, lake, night, [pool])
+    stats = spark.sql(f"SELECT case_id, shard FROM perf.case_stats WHERE dt = '{night}' AND pool = '{pool}'")
+    assert {r.case_id: r.shard for r in stats.collect()} == {c: s for c, (s, _, _) in cases.items()}
+    series = spark.sql(f"SELECT case_id, hardware_fingerprint FROM perf.series WHERE pool = '{pool}'")
+    assert {r.case_id: r.hardware_fingerprint for r in series.collect()} == {c: fp for c, (_, fp, _) in cases.items()}
+    points = series_points(spark.table("perf.case_stats").where(F.col("pool") == pool), spark.table("perf.runs"))
+    assert {r.case_id: (r.hardware_fingerprint, r.driver_version) for r in points.collect()} == {
+        c: (fp, driver) for c, (_, fp, driver) in cases.items()}

@@ -37,21 +37,27 @@ def series_key() -> F.Column:
     return F.substring(F.sha2(F.concat_ws("|", *parts), 256), 1, 16)
 
 
+RUN_CONTEXT = ("hardware_fingerprint", "software_fingerprint", "reason", "driver_version", "cuda_version",
+               "torch_version", "triton_version", "harness_commit", "host")
+
+
 def series_points(case_stats: DataFrame, runs: DataFrame, *, measured_only: bool = True) -> DataFrame:
     """One point per series x run: the run's median latency and, where the device has
     an energy counter, its energy per call (first-attempt reruns excluded: a
     confirmation rerun is its own run id and counts as a point of its own).
     `measured_only=False` keeps the rows without a median too (failed, all throttled):
     for the series a night's rows belong to, not for their values."""
-    run_ctx = (runs.select("run_id", "hardware_fingerprint", "software_fingerprint", "started_at", "reason",
-                           "driver_version", "cuda_version", "torch_version", "triton_version", "harness_commit",
-                           "host")
-               .groupBy("run_id").agg(*[F.first(c, ignorenulls=True).alias(c) for c in (
-                   "hardware_fingerprint", "software_fingerprint", "reason", "driver_version", "cuda_version",
-                   "torch_version", "triton_version", "harness_commit", "host")],
-                   F.min("started_at").alias("started_at")))
+    # The context of the shard that measured each case: a run's shards may run on other
+    # hardware or software of the pool, and the fingerprint is part of the series key.
+    # Rows mined before case_stats kept its shard take their run's first shard's.
+    by_shard = runs.select("run_id", "shard", "attempt", *[F.col(c).alias("_s_" + c) for c in RUN_CONTEXT],
+                           F.lit(True).alias("_by_shard")).dropDuplicates(["run_id", "shard", "attempt"])
+    by_run = runs.groupBy("run_id").agg(*[F.first(c, ignorenulls=True).alias("_r_" + c) for c in RUN_CONTEXT],
+                                        F.min("started_at").alias("started_at"))
+    run_ctx = [F.when(F.col("_by_shard"), F.col("_s_" + c)).otherwise(F.col("_r_" + c)).alias(c) for c in RUN_CONTEXT]
     ok = case_stats.where((F.col("status") == "ok") & F.col("median_ns").isNotNull()) if measured_only else case_stats
-    return (ok.join(run_ctx, "run_id", "left")
+    return (ok.join(F.broadcast(by_shard), ["run_id", "shard", "attempt"], "left").join(by_run, "run_id", "left")
+            .select(*[c for c in ok.columns], "started_at", *run_ctx)
             .withColumn("series_key", series_key())
             .select("series_key", "case_id", "pool", "gpu_sku", "hardware_fingerprint", "device_kind", "family",
                     "kernel", "backend", "dtype", "run_id", "dt", "started_at", "reason", "median_ns",
