@@ -409,6 +409,8 @@ def night(out: Path, budget_s: float, pool: str, device: str, smoke: bool = Fals
     skipped, and no unit starts that the remaining budget is not expected to fit.
     `smoke`: the smoke validation and the cpu-smoke suite, to check this loop anywhere.
     `only`: the units to run, by name (`validation`, suite names); the others are left."""
+    from kernels_bench.runner import run_harness, shard_complete
+
     deadline = time.monotonic() + budget_s
     out.mkdir(parents=True, exist_ok=True)
     state_file = out / "night.json"
@@ -430,7 +432,7 @@ def night(out: Path, budget_s: float, pool: str, device: str, smoke: bool = Fals
                 "--shard", f"{i}/{shards}", "--record-shard", str(k), "--run-id", state["run_id"],
                 "--date", state["dt"], "--pool", state["pool"], "--out", str(shard_dir),
                 *([] if smoke else ["--stopping", json.dumps(state["stopping"])])],
-                (shard_dir / "run.parquet").exists, estimate_s))
+                lambda d=shard_dir: shard_complete(d), estimate_s))
             k += 1
     if only is not None:
         known = {name.split()[0] for name, *_ in units}
@@ -452,10 +454,12 @@ def night(out: Path, budget_s: float, pool: str, device: str, smoke: bool = Fals
             log.parent.mkdir(exist_ok=True)
             print(f"[{time.strftime('%H:%M:%S')}] {name} (budget left {remaining:.0f} s)", flush=True)
             with log.open("a") as f:
-                try:
-                    rc = subprocess.run(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT, timeout=remaining).returncode
-                except subprocess.TimeoutExpired:
-                    rc = "killed at the budget"
+                # At the budget the harness is stopped with SIGTERM and writes the cases it
+                # measured, the rest `stopped`; such a shard is not complete, and the next
+                # call measures it again.
+                done_exit = run_harness(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT, timeout_s=remaining,
+                                        stop_grace_s=20)
+                rc = done_exit.returncode if not done_exit.stopped else f"stopped at the budget ({done_exit.returncode})"
             if rc != 0 or not done():
                 print(f"  {name}: exit {rc}; see {log}", flush=True)
                 left.append(name)

@@ -13,7 +13,7 @@ import json
 import sys
 import uuid
 
-from kernels_bench.runner import ShardSpec, run_shard
+from kernels_bench.runner import STOPPED_EXIT, ShardSpec, ShardStopped, run_shard
 from kernels_bench.stopping import StoppingRule
 from kernels_bench.suite import SUITES_DIR, SuiteError, load_suite
 
@@ -103,8 +103,14 @@ def main(argv: list[str] | None = None) -> int:
                      pool=args.pool, device=args.device, attempt=args.attempt, reason=args.reason,
                      dag_run_id=args.dag_run_id, seed=args.seed, record_shard=args.record_shard,
                      dt=args.date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"))
-    paths = run_shard(suite, spec, args.out, rule=rule, injections=injections,
-                      progress=lambda m: print(m, file=sys.stderr, flush=True))
+    try:
+        paths = run_shard(suite, spec, args.out, rule=rule, injections=injections,
+                          progress=lambda m: print(m, file=sys.stderr, flush=True))
+    except ShardStopped as e:
+        print(f"{e}: the measured part is in {args.out} (the other cases are recorded as stopped)",
+              file=sys.stderr)
+        print(json.dumps({k: str(v) for k, v in e.paths.items()}))
+        return STOPPED_EXIT
     print(json.dumps({k: str(v) for k, v in paths.items()}))
     return 0
 

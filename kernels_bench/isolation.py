@@ -92,8 +92,10 @@ class IsolatedMeasurer:
             self._kill()
             return CaseOutcome(status=_status_for_exit(code), error=_describe_exit(code))
 
-    def close(self) -> None:
-        if self._proc is not None and self._proc.is_alive():
+    def close(self, wait: bool = True) -> None:
+        """Let the child finish its case and exit (up to 10 s), or, with wait=False,
+        kill it at once (the shard was stopped)."""
+        if wait and self._proc is not None and self._proc.is_alive():
             try:
                 self._conn.send(None)
                 self._proc.join(10)

@@ -22,7 +22,7 @@ from typing import Callable
 DEVICE_KINDS = ["gpu", "cpu", "simulated"]
 RUN_STATUSES = ["ok", "partial", "failed"]
 RUN_REASONS = ["nightly", "backfill", "rerun", "manual", "import"]
-CASE_STATUSES = ["ok", "failed", "skipped", "timeout", "oom", "crashed"]
+CASE_STATUSES = ["ok", "failed", "skipped", "timeout", "oom", "crashed", "stopped"]
 KNOWN_DTYPES = ["fp64", "fp32", "tf32", "bf16", "fp16", "fp8"]
 
 # Share of rows a row-level hard gate tolerates before it declares the batch broken.

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from math import ceil
 from pathlib import Path
 
 from pipelines.config.lake import Lake, safe_date, safe_name
-from pipelines.landing.files import land_shard
+from kernels_bench.runner import STOPPED_EXIT, run_harness
+from pipelines.landing.files import land_shard, landed_shard_state
 from pipelines.sweep.leasing import lease_device
 from pipelines.config.pools import pool as get_pool
 
@@ -76,16 +76,50 @@ def run_shard(shard: dict, lake: Lake, *, attempt: int = 1, dag_run_id: str = "c
                 cmd += ["--stopping", json.dumps(shard["stopping"])]
             if shard.get("inject"):
                 cmd += ["--inject", json.dumps(shard["inject"])]
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+            where = dict(dt=shard["dt"], pool=shard["pool"], run_id=shard["run_id"], shard=shard["landing_shard"])
+            try:
+                proc = run_harness(cmd, env=env, timeout_s=timeout_s)
+            except BaseException:  # the task itself timed out or was terminated: keep what was measured
+                _land_stopped(tmp, lake, where)
+                raise
             sys.stderr.write(proc.stderr[-20000:])
+            if proc.returncode == STOPPED_EXIT or proc.stopped:
+                landed = _land_stopped(tmp, lake, where)
+                raise RuntimeError(f"harness stopped for shard {shard_label(shard)} ({proc.stopped or 'by a signal'}): "
+                                   + (f"landed the {landed['measured']} of {landed['planned']} cases it measured"
+                                      if landed else "nothing of it landed") + "; a retry measures the shard again")
             if proc.returncode != 0:
                 raise RuntimeError(f"harness failed for shard {shard_label(shard)} (exit {proc.returncode}): "
                                    f"{proc.stderr.strip()[-2000:]}")
-            landed = land_shard(tmp, lake, dt=shard["dt"], pool=shard["pool"], run_id=shard["run_id"],
-                                shard=shard["landing_shard"])
+            landed = land_shard(tmp, lake, **where)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return {"shard": shard_label(shard), "attempt": attempt, **landed}
+
+
+def _land_stopped(staging: Path, lake: Lake, where: dict) -> dict | None:
+    """Land the part a stopped harness wrote (its run row is written last: without it
+    there is nothing whole to land), unless an attempt landed there before holds more
+    samples: a retry stopped sooner must not replace more measurements with fewer.
+    Returns {"measured", "planned"} cases, or None if nothing landed."""
+    import pyarrow.parquet as pq
+
+    from kernels_bench.runner import STOPPED
+
+    if not (staging / "run.parquet").exists():
+        return None
+    results = pq.read_table(staging / "case_results.parquet", columns=["status"]).column("status").to_pylist()
+    before = landed_shard_state(lake, **where)["counts"].get("samples") or 0
+    if pq.ParquetFile(staging / "samples.parquet").metadata.num_rows <= before:
+        print(f"stopped shard {where['shard']} of run {where['run_id']}: not landed, the copy landed before "
+              f"holds {before} samples, at least as many", file=sys.stderr)
+        return None
+    try:
+        land_shard(staging, lake, **where)
+    except Exception as e:  # refused or unreadable: the caller reports the stop itself
+        print(f"stopped shard {where['shard']} of run {where['run_id']}: not landed: {e}", file=sys.stderr)
+        return None
+    return {"measured": sum(s != STOPPED for s in results), "planned": len(results)}
 
 
 def _tmp_root(lake: Lake) -> Path:
