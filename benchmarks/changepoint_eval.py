@@ -52,6 +52,9 @@ If that interpreter is missing, Otava's columns read "n/a".
 With --sensitivity it runs only the TCPD scores with each constant of the detector's
 stage 5 (jumps in series that wander) moved off its default, one at a time.
 
+With --wander it runs only the alarms on long step-free histories whose level wanders
+smoothly (a sine, a bend, a sine under AR(1) noise): `changepoint_nightly.wander_alarms`.
+
 With --hold it runs only the check that a step, once found, stays reported on each of
 its first 16 nights (defaults for it: --series 600 --seed 99).
 
@@ -85,7 +88,7 @@ from pipelines.changepoint import DetectorParams, covering, detect, f1_score  # 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its helper modules, run as a script or imported
 from changepoint_nightly import (  # noqa: E402
     CHANGE_FREE_SIGMAS, DRIFT_KINDS, DRIFTS, FIRST_ONLINE_NIGHT, HOLD_NIGHTS, NIGHTS, NOISE_KINDS, SIGMA_MULTIPLES,
-    STEPS, drift_alarms, false_alarms, hold, oracle_power, recall,
+    STEPS, WANDER_KINDS, drift_alarms, false_alarms, hold, oracle_power, recall, wander_alarms, wander_histories,
 )
 from changepoint_otava import run_otava  # noqa: E402
 from changepoint_stress import STRESS_DEV_SEED, STRESS_HELDOUT_SEED, stress_histories  # noqa: E402
@@ -230,6 +233,16 @@ def _report_drift(n_series: int, seed: int) -> None:
                   f"{fa['online_confirmed']:12.3f} {fa['online_provisional']:12.3f}")
 
 
+def _report_wander(n_series: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    print(f"Step-free 150-400-run histories whose level wanders smoothly by 1.5-4 sigma, {n_series} per kind, "
+          f"seed {seed}\nalarms per 1,000 nights, whole histories")
+    print(f"{'wander':12s} {'confirmed':>9s} {'provis.':>8s} {'otava':>7s}")
+    for kind in WANDER_KINDS:
+        fa = wander_alarms(wander_histories(kind, n_series, rng))
+        print(f"{kind:12s} {fa['confirmed']:9.3f} {fa['provisional']:8.3f} {_fmt(fa['otava'], '7.3f')}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--series", type=int, default=None,
@@ -248,6 +261,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=None, help="default 20260101; 5 with --drift, 99 with --hold")
     ap.add_argument("--per-series", action="store_true", help="print TCPD scores per series")
     ap.add_argument("--drift", action="store_true", help="run only the drifting-history check")
+    ap.add_argument("--wander", action="store_true",
+                    help="run only the check on long histories whose level wanders smoothly (no step)")
     ap.add_argument("--hold", action="store_true",
                     help="run only the check that a step stays reported on each of its first 16 nights")
     ap.add_argument("--oracle", action="store_true",
@@ -260,6 +275,10 @@ def main() -> None:
     print(f"detector under test: {detect.__code__.co_filename}")
     if args.drift:
         _report_drift(args.series or 120, 5 if args.seed is None else args.seed)
+        print(f"\nwall time {time.perf_counter() - t0:.0f} s")
+        return
+    if args.wander:
+        _report_wander(args.series or 150, 3 if args.seed is None else args.seed)
         print(f"\nwall time {time.perf_counter() - t0:.0f} s")
         return
     if args.hold:

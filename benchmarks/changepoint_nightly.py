@@ -115,6 +115,54 @@ def drift_alarms(kind: str, drift: float, n_series: int, rng: np.random.Generato
     return _count_alarms(hist, n_series)
 
 
+WANDER_KINDS = ("sine", "bend", "ar1+sine")
+
+
+def wander_histories(kind: str, n_series: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Long step-free histories (150-400 runs, noise 1 % of the level) whose level
+    wanders smoothly by 1.5-4 robust sigma: `sine`, one period of 80-400 runs at a
+    random phase; `bend`, flat, then a straight drift over 30-120 runs, then flat again;
+    `ar1+sine`, the sine under AR(1) noise (phi 0.3-0.7).
+
+    The 60-night drift check (`drift_alarms`) only holds straight drifts no longer than
+    60 runs, which a drift test over 60 runs either side of a cut sees whole. A longer
+    window for that test found more small steps and nothing there showed its cost;
+    here it tripled the alarms (NOTES-changepoint.md, 2026-11-27)."""
+    out = []
+    for _ in range(n_series):
+        n = int(rng.integers(150, 401))
+        t = np.arange(n)
+        amp = rng.uniform(1.5, 4.0)
+        if kind.endswith("sine"):
+            level = amp * np.sin(2 * np.pi * t / rng.uniform(80, 400) + rng.uniform(0, 2 * np.pi))
+        else:
+            start, length = int(rng.integers(20, n - 40)), int(rng.integers(30, 121))
+            level = amp * np.clip((t - start) / length, 0, 1)
+        if kind.startswith("ar1"):
+            phi = rng.uniform(0.3, 0.7)
+            e = rng.standard_normal(n) * np.sqrt(1 - phi**2)
+            z = np.empty(n)
+            z[0] = rng.standard_normal()
+            for i in range(1, n):
+                z[i] = phi * z[i - 1] + e[i]
+        else:
+            z = rng.standard_normal(n)
+        out.append(1.0 + 0.01 * (z + level))
+    return out
+
+
+def wander_alarms(histories: list[np.ndarray]) -> dict:
+    """Confirmed and provisional reports per 1,000 nights on `wander_histories` (whole
+    histories; every report is an alarm: there is no step), and Otava's (None where
+    it is not installed)."""
+    nights = sum(len(x) for x in histories)
+    found = [detect(x) for x in histories]
+    otava = run_otava(histories)
+    return {"confirmed": 1000.0 * sum(not c.provisional for f in found for c in f) / nights,
+            "provisional": 1000.0 * sum(c.provisional for f in found for c in f) / nights,
+            "otava": None if otava is None else 1000.0 * sum(len(c) for c in otava) / nights}
+
+
 def _step_histories(kind: str, n_series: int, rng: np.random.Generator, change_before: int):
     """Histories with one injected step each: a relative size from STEPS at a multiple of
     the noise from SIGMA_MULTIPLES (so the noise is step / multiple), at a night drawn
