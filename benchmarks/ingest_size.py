@@ -7,6 +7,7 @@ an H100 run row), landed in a fresh lake under a temporary folder. Each phase ru
 child process of its own, so that each peak (ru_maxrss) is that phase's alone.
 
     .venv/bin/python benchmarks/ingest_size.py --cases 100 --samples 12000   # 1.2 M rows
+    .venv/bin/python benchmarks/ingest_size.py --cases 100 --samples 12000 --bad 10   # 10 of them impossible
 """
 from __future__ import annotations
 
@@ -23,12 +24,14 @@ PHASE = r"""
 import datetime as dt, json, resource, sys, time
 from pathlib import Path
 sys.path[:0] = [{repo!r}, {tests!r}]
-what, root, cases, samples = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+what, root, cases, samples, bad = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 t = time.perf_counter()
 if what == "make":
     from test_ingest import shard_rows, write_shard
     rows = shard_rows("big-1", cases=cases, samples=samples,
                       started=dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1))
+    for k in range(bad):  # impossible latencies spread over the shard: set aside, row by row
+        rows["samples"][k * (len(rows["samples"]) // bad)]["latency_ns"] = 0
     write_shard(root / "in" / "big-1", rows)
     out = {{}}
 elif what == "floor":
@@ -48,9 +51,9 @@ print(json.dumps({{**out, "s": round(time.perf_counter() - t, 2),
 """
 
 
-def phase(what: str, root: Path, cases: int, samples: int) -> dict:
+def phase(what: str, root: Path, cases: int, samples: int, bad: int = 0) -> dict:
     code = PHASE.format(repo=str(REPO), tests=str(REPO / "tests"))
-    out = subprocess.run([sys.executable, "-c", code, what, str(root), str(cases), str(samples)],
+    out = subprocess.run([sys.executable, "-c", code, what, str(root), str(cases), str(samples), str(bad)],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -59,16 +62,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=int, default=100)
     ap.add_argument("--samples", type=int, default=12000, help="samples per case")
+    ap.add_argument("--bad", type=int, default=0, help="sample rows made impossible (latency 0), spread evenly")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        phase("make", root, args.cases, args.samples)
+        phase("make", root, args.cases, args.samples, args.bad)
         size = sum(f.stat().st_size for f in (root / "in").rglob("*.parquet"))
         floor = phase("floor", root, args.cases, args.samples)
         first = phase("ingest", root, args.cases, args.samples)
         again = phase("ingest", root, args.cases, args.samples)
     rows = args.cases * args.samples
-    print(f"SYNTHETIC shard: {rows:,} sample rows, {size / 2**20:.1f} MiB of Parquet")
+    print(f"SYNTHETIC shard: {rows:,} sample rows ({args.bad} impossible), {size / 2**20:.1f} MiB of Parquet")
     print("| phase | s | peak MB | x floor (s) | outcome |")
     print("| --- | --- | --- | --- | --- |")
     print(f"| I/O floor: read and write the 3 files (pyarrow) | {floor['s']} | {floor['peak_mb']} | 1.0 | |")

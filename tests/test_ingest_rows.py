@@ -178,30 +178,64 @@ def test_a_date_that_is_not_on_the_calendar_is_an_argument_error(tmp_path, lake)
     assert lake_rows(lake, "runs") == {}
 
 
+def _landed_both_ways(tmp_path, monkeypatch, rows: dict, name: str):
+    """Ingest `rows` on the Arrow path and, with `_passing_samples` judging nothing
+    (None), on the row-by-row path: (report, landed samples, rows that became Python
+    objects) of each, Arrow first."""
+    from pipelines.landing import relations
+
+    out = []
+    for arrow in (True, False):
+        judged = []
+        judge = relations._judge
+        monkeypatch.setattr(relations, "_judge", lambda shard, kind, rows_, *a: (
+            judged.append(len(rows_)) if kind == "samples" else None) or judge(shard, kind, rows_, *a))
+        if not arrow:
+            monkeypatch.setattr(relations, "_passing_samples", lambda *a: None)
+        lake = Lake(tmp_path / f"lake-{name}-{arrow}")
+        report = run(write_shard(tmp_path / f"in-{name}-{arrow}", rows), lake)
+        files = list((lake.landing / "samples").rglob("*.parquet"))
+        out.append((report, pq.read_table(files[0]) if files else None, sum(judged)))
+        monkeypatch.undo()
+    return out
+
+
 def test_a_clean_shard_judged_in_arrow_lands_exactly_what_the_row_by_row_path_lands(tmp_path, monkeypatch):
     """filter_samples takes a shard whose every row passes in Arrow without a Python
     object per row (1.2 M rows: 11 s -> 1.5 s, benchmarks/NOTES-scale.md); the row-by-row
-    path must land the same table, and any row that fails a rule sends it down that path
-    (the tests above: each rule's row is still named)."""
-    from pipelines.landing import relations
-
-    judged = []
-    in_arrow = relations._all_samples_pass
-
-    def landed(arrow: bool) -> pa.Table:
-        monkeypatch.setattr(relations, "_all_samples_pass",
-                            (lambda *a: judged.append(in_arrow(*a)) or judged[-1]) if arrow else (lambda *a: False))
-        lake = Lake(tmp_path / f"lake-{arrow}")
-        rows = shard_rows("r-fast", samples=30)
-        for i, r in enumerate(rows["samples"]):
-            r["temperature_c"] = 50.0 + i % 7
-        rows["samples"][3]["temperature_c"] = float("nan")  # a NaN reading lands as null on both paths
-        report = run(write_shard(tmp_path / f"in-{arrow}", rows), lake)
+    path must land the same table."""
+    rows = shard_rows("r-fast", samples=30)
+    for i, r in enumerate(rows["samples"]):
+        r["temperature_c"] = 50.0 + i % 7
+    rows["samples"][3]["temperature_c"] = float("nan")  # a NaN reading lands as null on both paths
+    (fast_report, fast, fast_objects), (slow_report, slow, slow_objects) = _landed_both_ways(
+        tmp_path, monkeypatch, rows, "clean")
+    for report in (fast_report, slow_report):
         assert report.ok and report.counts["landed"] == 3
         assert any("1 rows have NaN in temperature_c" in n for n in report.notices)
-        return pq.read_table(next((lake.landing / "samples").rglob("*.parquet")))
-
-    fast, slow = landed(True), landed(False)
-    assert judged == [True]  # the first ingest did take the Arrow path
+    assert (fast_objects, slow_objects) == (0, 60)  # the Arrow path made no row a Python object
     assert fast.num_rows == 60 and fast.equals(slow)
     assert fast.column("temperature_c").null_count == 1
+
+
+def test_a_shard_with_a_few_bad_rows_judges_only_those_row_by_row_and_lands_what_the_row_path_lands(
+        tmp_path, monkeypatch):
+    """Rows that pass every rule and whose key no other row has land in Arrow; the
+    doubtful ones (a rule failed, a repeated key) are judged row by row, each reason
+    naming its row in the file, exactly as when the whole shard goes row by row."""
+    rows = shard_rows("r-mixed", samples=40)
+    smp = rows["samples"]
+    smp[5]["latency_ns"] = 0                                   # a rule fails
+    smp[17]["device_kind"] = "simulated"                       # another
+    smp.insert(30, dict(smp[29]))                              # an exact repeat: lands once
+    smp.insert(50, {**smp[49], "latency_ns": 777})             # the same key, other values: set aside
+    smp[60].update(case_id=smp[5]["case_id"], iteration=5)     # the key of the bad row 5: this copy lands
+    (arrow_report, arrow, arrow_objects), (row_report, by_row, row_objects) = _landed_both_ways(
+        tmp_path, monkeypatch, rows, "mixed")
+    reasons = sorted(i.reason for i in row_report.issues)
+    assert sorted(i.reason for i in arrow_report.issues) == reasons and len(reasons) == 3
+    assert sorted(r.split(":")[0] for r in reasons) == ["row 17", "row 5", "row 50"]
+    assert [n.replace("-True", "") for n in arrow_report.notices] == [n.replace("-False", "") for n in row_report.notices]
+    assert any("1 rows repeat another row exactly" in n for n in arrow_report.notices)
+    assert arrow.equals(by_row) and arrow.num_rows == 82 - 3 - 1
+    assert row_objects == 82 and arrow_objects == 7  # rows 5, 17, 29-30, 49-50 and 60

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -152,19 +153,6 @@ def filter_samples(shard, run: dict, results: pa.Table) -> pa.Table:
     cases = set(results.column("case_id").to_pylist())
     owners = shard.sample_owners
     ceiling = clock_ceiling_mhz(run.get("gpu_sku"))
-    if owners is None and not shard.skip.get("samples") and _all_samples_pass(table, run, cases, ceiling):
-        # The usual shard, judged in Arrow: every row passes every check below and no key
-        # repeats, so the row-by-row path would keep them all (one Python object per row:
-        # ~1.5 KB each, 20x the I/O of landing them).
-        try:
-            landing = pa.table([table[f.name].cast(f.type) if f.name in table.column_names
-                                else pa.nulls(table.num_rows, f.type) for f in schema], schema=schema)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            pass  # not the landing types: row by row, as any other doubt
-        else:
-            shard.landing_rows["samples"] = set(range(table.num_rows))
-            return landing
-    rows = table.to_pylist()
 
     def problem(r: dict, i: int) -> str | None:
         why = mismatch(r, run, i, "samples")
@@ -176,17 +164,69 @@ def filter_samples(shard, run: dict, results: pa.Table) -> pa.Table:
                    "aside; its samples go with it")
         return why or sample_problem(r, i, run, ceiling)
 
-    keep = _keep(shard, "samples", rows, ("run_id", "case_id", "attempt", "iteration"), problem)
+    if owners is None:
+        passing = _passing_samples(table, run, cases, ceiling)
+        if passing is not None:
+            landed = _land_in_arrow(shard, table, passing, schema, problem)
+            if landed is not None:
+                return landed
+    keep = _keep(shard, "samples", table.to_pylist(), SAMPLE_KEYS, problem)
     return pa.Table.from_pylist(keep, schema=schema)
 
 
-def _all_samples_pass(t: pa.Table, run: dict, cases: set, ceiling: float | None) -> bool:
-    """Whether every sample row passes `mismatch`, the case check and `sample_problem`
-    (the same rules, column by column) and no (run_id, case_id, attempt, iteration)
-    repeats. False sends the shard down the row-by-row path, which names each reason."""
-    def every(mask: pa.ChunkedArray) -> bool:  # a null (a missing value) is no pass
-        return mask.null_count == 0 and pc.all(mask).as_py() is not False
+SAMPLE_KEYS = ("run_id", "case_id", "attempt", "iteration")
 
+
+def _land_in_arrow(shard, table: pa.Table, passing: np.ndarray, schema: pa.Schema, problem) -> pa.Table | None:
+    """The samples that land, judged without a Python object per row where possible.
+
+    A row that passes every rule in Arrow (`_passing_samples`) and whose key no other
+    row of the file has lands as it is: the row-by-row path would keep it whatever it
+    decided about the others. Only the doubtful rows (a rule failed, a repeated key, set
+    aside when the file was read) go row by row (`_keep`), which names each reason, so a
+    shard of millions of rows with a few bad ones costs a Python object per bad row, not
+    per row (~1.5 KB each). None where the rows are not of the landing types: the caller
+    judges them all row by row."""
+    doubt = ~passing
+    doubt[np.fromiter(shard.skip.get("samples", ()), dtype=np.int64)] = True
+    doubt[_repeated_key_rows(table, SAMPLE_KEYS)] = True
+    clean_rows = np.flatnonzero(~doubt)
+    try:
+        clean = _as_landing(table.take(clean_rows) if len(clean_rows) < table.num_rows else table, schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None  # not the landing types: row by row, as any other doubt
+    doubtful = np.flatnonzero(doubt)
+    if not len(doubtful):
+        shard.landing_rows["samples"] = set(range(table.num_rows))
+        return clean
+    index = doubtful.tolist()
+    keep, kept_rows = _judge(shard, "samples", table.take(doubtful).to_pylist(), SAMPLE_KEYS, problem, index)
+    shard.landing_rows["samples"].update(clean_rows.tolist())
+    kept = pa.Table.from_pylist(keep, schema=schema)
+    order = np.concatenate([clean_rows, np.asarray(kept_rows, dtype=np.int64)])
+    both = pa.concat_tables([clean, kept])
+    return both.take(np.argsort(order, kind="stable"))  # the file's row order, as the row path keeps it
+
+
+def _as_landing(t: pa.Table, schema: pa.Schema) -> pa.Table:
+    return pa.table([t[f.name].cast(f.type) if f.name in t.column_names else pa.nulls(t.num_rows, f.type)
+                     for f in schema], schema=schema)
+
+
+def _repeated_key_rows(t: pa.Table, keys: tuple[str, ...]) -> np.ndarray:
+    """Positions of the rows whose key another row of `t` has too."""
+    if not t.num_rows:
+        return np.zeros(0, dtype=np.int64)
+    with_pos = t.select(list(keys)).append_column("_pos", pa.array(np.arange(t.num_rows)))
+    groups = with_pos.group_by(list(keys)).aggregate([("_pos", "count"), ("_pos", "list")])
+    repeated = groups.filter(pc.greater(groups["_pos_count"], 1))
+    return np.asarray(pc.list_flatten(repeated["_pos_list"]).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _passing_samples(t: pa.Table, run: dict, cases: set, ceiling: float | None) -> np.ndarray | None:
+    """Per sample row, whether it passes `mismatch`, the case check and `sample_problem`
+    (the same rules, column by column; a null where a value is needed is no pass). None
+    where a column or type is not what the rules expect: the rows are judged one by one."""
     def absent_or(col: str, ok: pa.ChunkedArray) -> pa.ChunkedArray:
         return pc.or_kleene(pc.is_null(t[col]), ok)
 
@@ -210,25 +250,33 @@ def _all_samples_pass(t: pa.Table, run: dict, cases: set, ceiling: float | None)
             power = pc.cast(t["power_w"], pa.float64())
             checks.append(absent_or("power_w", pc.and_(pc.is_finite(power), pc.greater_equal(power, 0))))
     except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return False  # a column or type the rules do not expect: judged row by row
-    if not all(every(c) for c in checks):
-        return False
-    keys = ["run_id", "case_id", "attempt", "iteration"]
-    return t.select(keys).group_by(keys).aggregate([]).num_rows == t.num_rows
+        return None
+    passing = np.ones(t.num_rows, dtype=bool)
+    for c in checks:
+        passing &= np.asarray(pc.fill_null(c, False).to_numpy(zero_copy_only=False), dtype=bool)
+    return passing
 
 
 def _keep(shard, kind: str, rows: list[dict], keys: tuple[str, ...], problem) -> list[dict]:
     """The rows of `kind` that land; the others go to shard.rejects with their reason. Each
     row's own problems are judged first and repeated keys only among the rows that pass,
     so that a bad first copy of a key never costs a valid repeat of it its place."""
+    return _judge(shard, kind, rows, keys, problem, range(len(rows)))[0]
+
+
+def _judge(shard, kind: str, rows: list[dict], keys: tuple[str, ...], problem,
+           index) -> tuple[list[dict], list[int]]:
+    """`_keep` for rows that are some of the file's: index[j] is row j's position in the
+    file (what reasons name, what shard.skip and shard.landing_rows hold). Returns the
+    rows kept and their positions."""
     src = f"{shard.kind_files.get(kind, shard.source)} [{kind}]"
     skip = shard.skip.get(kind, set())  # set aside already, when the file was read
-    problems = {i: why for i, r in enumerate(rows) if i not in skip and (why := problem(r, i))}
-    exact, differing, n_exact = repeated_keys(rows, keys, kind, skip | problems.keys())
+    problems = {i: why for i, r in zip(index, rows) if i not in skip and (why := problem(r, i))}
+    exact, differing, n_exact = repeated_keys(rows, keys, kind, skip | problems.keys(), index)
     if n_exact:
         shard.notices.append(f"{src}: {n_exact} rows repeat another row exactly; each landed once")
-    keep, landing = [], set(exact)  # an exact repeat lands once, as its first copy
-    for i, r in enumerate(rows):
+    keep, kept, landing = [], [], set(exact)  # an exact repeat lands once, as its first copy
+    for i, r in zip(index, rows):
         if i in exact or i in skip:
             continue
         why = problems.get(i) or differing.get(i)
@@ -236,9 +284,10 @@ def _keep(shard, kind: str, rows: list[dict], keys: tuple[str, ...], problem) ->
             shard.rejects.append((src, why, r))
         else:
             keep.append(r)
+            kept.append(i)
             landing.add(i)
     shard.landing_rows[kind] = landing
-    return keep
+    return keep, kept
 
 
 def mismatch(row: dict, run: dict, i: int, kind: str) -> str | None:

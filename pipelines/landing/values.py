@@ -66,14 +66,15 @@ def result_problem(r: dict, i: int, run: dict) -> str | None:
 
 
 def repeated_keys(rows: list[dict], keys: tuple[str, ...], kind: str,
-                  skip: set[int] = frozenset()) -> tuple[set[int], dict[int, str], int]:
+                  skip: set[int] = frozenset(), index=None) -> tuple[set[int], dict[int, str], int]:
     """(indices of exact repeats, which land once: dropped silently but counted;
     {index: reason} for rows whose key repeats an earlier row's with other values;
     the number of exact repeats). Rows in `skip` (set aside already, for their own
-    values) take no part: the first valid copy of a key is the one that lands."""
+    values) take no part: the first valid copy of a key is the one that lands.
+    `index`: each row's position in its file (default: its position in `rows`)."""
     first: dict[tuple, tuple[int, str]] = {}
     exact, differing = set(), {}
-    for i, r in enumerate(rows):
+    for i, r in zip(range(len(rows)) if index is None else index, rows):
         if i in skip:
             continue
         key = tuple(r[k] for k in keys)
