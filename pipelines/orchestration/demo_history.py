@@ -17,7 +17,7 @@ software stack (torch, triton, driver), it lands with `land_shard` and is mined 
   the H100's history first, then its previous nights are backfilled (reason `backfill`)
   and the projections are scored against what it measured.
 
-Beside them, and labelled as such, one REAL night: the NVIDIA H200 night kept in
+Beside them, and labelled as such, the REAL nights: the NVIDIA H200 nights kept in
 kernels_bench/reference (device_kind `gpu`, pool `h200`), ingested and mined last.
 """
 from __future__ import annotations
@@ -35,9 +35,11 @@ from pipelines.orchestration.console import Console, duration, log_path, quiet_e
 
 POOLS = {"sim-h100": "H100-SXM5-80GB", "sim-h200": "H200-SXM-141GB"}
 NIGHTS = 21
-# One night measured on a real NVIDIA H200 (kernels_bench/reference/<name>/README.md).
-REAL_NIGHT = Path(kernels_bench.__file__).resolve().parent / "reference" / "h200-2026-11-26"
-REAL_NIGHT_DT = "2026-11-26"
+# The nights measured on a real NVIDIA H200 (kernels_bench/reference/<name>/README.md;
+# each night.json names its date): two leases, two dates.
+REAL_NIGHTS = tuple(Path(kernels_bench.__file__).resolve().parent / "reference" / name
+                    for name in ("h200-2026-11-26", "h200-2026-11-27"))
+REAL_NIGHT_DT = "2026-11-26"  # the fuller night (GEMM, memory, norm, roofline): the report to read first
 BACKFILL_NIGHTS = 4
 FLAKY = {"kernel": "matmul", "dtype": "fp32", "m": "128", "n": "4096", "k": "4096"}
 FAILURE = "simulated failure (demo-history): CUDA error: an illegal memory access was encountered"
@@ -244,19 +246,23 @@ def run_history(lake: Lake, *, nights_count: int = NIGHTS, backfill: int = BACKF
 
 
 def _real_night(lake: Lake, spark, out: Console) -> None:
-    """Beside the simulated pools: the REAL H200 night kept in the repository
-    (kernels_bench/reference), landed by `perflake ingest`'s path into pool h200 and mined."""
+    """Beside the simulated pools: the REAL H200 nights kept in the repository
+    (kernels_bench/reference), landed by `perflake ingest`'s path into pool h200 and
+    mined, one date each."""
+    import json
+
     from jobs.mine import mine
     from pipelines.config.pools import load_pools
     from pipelines.landing.ingest import ingest
 
-    report = ingest([REAL_NIGHT / "shards"], lake, pool="h200", registry=load_pools())
-    if not report.ok:
-        raise RuntimeError(f"the real GPU night did not land: {report.issues[:3]}")
-    dt = REAL_NIGHT_DT
-    summary = mine(spark, lake, dt, ["h200"])
-    out.say(f"  REAL GPU night (not simulated): NVIDIA H200 on {dt}, pool h200, from {REAL_NIGHT.name}: "
-            f"{summary.samples:,} samples, {summary.case_stats} case stats in {summary.seconds['total']:.0f} s")
+    for night in REAL_NIGHTS:
+        report = ingest([night / "shards"], lake, pool="h200", registry=load_pools())
+        if not report.ok:
+            raise RuntimeError(f"the real GPU night {night.name} did not land: {report.issues[:3]}")
+        dt = json.loads((night / "night.json").read_text())["dt"]
+        summary = mine(spark, lake, dt, ["h200"])
+        out.say(f"  REAL GPU night (not simulated): NVIDIA H200 on {dt}, pool h200, from {night.name}: "
+                f"{summary.samples:,} samples, {summary.case_stats} case stats in {summary.seconds['total']:.0f} s")
 
 
 def _tmp(lake: Lake) -> Path:
@@ -319,7 +325,8 @@ def _finish(lake: Lake, out: Console, dates: list[str], spark, samples: int, ev:
     out.say(f"  perflake model llama-8b --gpu {POOLS['sim-h100']} --history   a model's step per night")
     out.say(f"  report:  {report}")
     out.say("  make web                             the dashboard on http://127.0.0.1:8080/ (series, triage, compare)")
-    out.say(f"  perflake report --date {REAL_NIGHT_DT}         the REAL H200 night's report (pool h200)")
+    out.say(f"  perflake report --date {REAL_NIGHT_DT}         a REAL H200 night's report (pool h200; "
+            f"attention on 2026-11-27)")
     return 0
 
 
