@@ -227,8 +227,12 @@ class _Call:
 
     def read_member(self, shard: Shard, path: Path, kind: str) -> str | None:
         try:
-            with open(path, "rb") as f:  # opened by Python: Arrow refuses a path that is not UTF-8
-                raw = pq.read_table(f)
+            # Read once, by Python (Arrow refuses a path that is not UTF-8), and hashed as
+            # read: the manifest names the bytes that landed, even if the file is
+            # rewritten while it is being ingested.
+            data = path.read_bytes()
+            shard.read_sha256[path] = hashlib.sha256(data).hexdigest()
+            raw = pq.read_table(pa.BufferReader(data))
         except Exception as e:  # noqa: BLE001 - corrupt pages raise several Arrow and OS errors
             return f"not a readable Parquet file: {one_line(e)}"
         try:
@@ -433,7 +437,8 @@ class _Call:
             self.report.issues += [Issue(src, why, n) for (src, why), n in counts.items()]
         try:
             for path in shard.members:
-                record_landed(self.lake, path, shard.dt, shard.pool, rid, sh, self.now, shard.override)
+                record_landed(self.lake, path, shard.dt, shard.pool, rid, sh, self.now, shard.override,
+                              shard.read_sha256.get(path))
         except OSError as e:
             unrecorded.append(e)
         if unrecorded:

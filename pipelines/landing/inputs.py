@@ -38,6 +38,7 @@ class Shard:
     dt: str | None = None
     pool: str | None = None
     override: str | None = None                                          # the --force-pool it landed under
+    read_sha256: dict[Path, str] = field(default_factory=dict)           # member -> sha256 of the bytes read
 
 
 def discover(paths, report: IngestReport) -> list[Path]:

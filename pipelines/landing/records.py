@@ -47,9 +47,10 @@ def _sha256(path: Path) -> str:
 
 
 def record_landed(lake: Lake, path: Path, dt: str, pool: str, run_id: str, shard: int, now: dt_.datetime,
-                  override: str | None) -> None:
-    """The manifest: each landed file by its sha256, where it went, and any override."""
-    sha = _sha256(path)
+                  override: str | None, sha: str | None = None) -> None:
+    """The manifest: each landed file by its sha256 (`sha`, of the bytes that were read,
+    where the caller has it), where it went, and any override."""
+    sha = sha or _sha256(path)
     entry = {"sha256": sha, "source": str(path), "dt": dt, "pool": pool, "run_id": run_id, "shard": shard,
              "ingested_at": now.isoformat(), **({"override": override} if override else {})}
     atomic_write(lake.landing / "_ingested" / f"{sha}.json", lambda tmp: tmp.write_text(json.dumps(entry, indent=1)))
