@@ -9,6 +9,7 @@ Whoever runs the harness can therefore send SIGTERM at its deadline, wait a litt
 (`stop_grace_s`), and land the part that was measured; `run_harness` does exactly that."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import signal
@@ -160,18 +161,15 @@ class _StopSignals:
         if self.received is not None:
             raise ShardStopped(self.received, 0, 0)
 
+    @contextlib.contextmanager
     def interruptible(self):
-        guard = self
-
-        class _Window:
-            def __enter__(self):
-                guard.check()
-                guard._interruptible = True
-
-            def __exit__(self, *exc):
-                guard._interruptible = False
-
-        return _Window()
+        """Where a signal stops the shard at once: around the measuring of one case."""
+        self.check()
+        self._interruptible = True
+        try:
+            yield
+        finally:
+            self._interruptible = False
 
 
 def _record(results: list, samples: list, spec: ShardSpec, suite: Suite, case, outcome: CaseOutcome,
