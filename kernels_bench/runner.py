@@ -33,8 +33,10 @@ STOPPED_EXIT = 3
 STOPPED = "stopped"
 
 
-class ShardStopped(Exception):
-    """The shard was stopped by a signal; its files hold the cases measured before."""
+class ShardStopped(BaseException):
+    """The shard was stopped by a signal; its files hold the cases measured before.
+    A BaseException, as KeyboardInterrupt is: no `except Exception` on the way (a
+    kernel's, a measurer's) may take it for a failing case."""
 
     def __init__(self, signum: int, measured: int, planned: int, paths: dict | None = None):
         self.signum, self.measured, self.planned, self.paths = signum, measured, planned, paths
