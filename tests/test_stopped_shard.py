@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -123,14 +124,32 @@ def test_a_sweep_shard_whose_task_times_out_lands_what_it_measured_then_reraises
     state = landed_shard_state(lake, **where)
     assert state["counts"]["samples"] >= 10
 
-    # A retry stopped sooner (fewer samples) does not replace the part landed before.
-    staging = tmp_path / "retry"
-    staging.mkdir()
-    for kind, name in (("runs", "run.parquet"), ("case_results", "case_results.parquet"),
-                       ("samples", "samples.parquet")):
-        t = pq.read_table(lake.landing_file(kind, "2030-02-01", "cpu", "stop-1", 0))
-        i = t.schema.get_field_index("attempt")
-        t = t.set_column(i, t.schema.field(i), pa.array([2] * t.num_rows, t.schema.field(i).type))
-        pq.write_table(t.slice(0, 3) if kind == "samples" else t, staging / name)
-    assert _land_stopped(staging, lake, where) is None
+    # A retry that measured no more cases does not replace the part landed before, even
+    # with more samples (a case measured longer); one that measured more cases does.
+    def retry(name: str, measured: set, extra_samples: int) -> Path:
+        """The landed part as attempt 2, having measured `measured` (the rest stopped),
+        with `extra_samples` more sample rows."""
+        staging = tmp_path / name
+        staging.mkdir()
+        for kind, file in (("runs", "run.parquet"), ("case_results", "case_results.parquet"),
+                           ("samples", "samples.parquet")):
+            t = pq.read_table(lake.landing_file(kind, "2030-02-01", "cpu", "stop-1", 0))
+            i = t.schema.get_field_index("attempt")
+            t = t.set_column(i, t.schema.field(i), pa.array([2] * t.num_rows, t.schema.field(i).type))
+            if kind == "case_results":
+                status = ["ok" if r["case_id"] in measured else "stopped" for r in t.to_pylist()]
+                t = t.set_column(t.schema.get_field_index("status"), "status", pa.array(status))
+            if kind == "samples" and extra_samples:
+                more = t.slice(0, extra_samples)
+                j = more.schema.get_field_index("iteration")
+                later = pc.add(more["iteration"], 1000).cast(more.schema.field(j).type)
+                t = pa.concat_tables([t, more.set_column(j, more.schema.field(j), later)])
+            pq.write_table(t, staging / file)
+        return staging
+
+    assert _land_stopped(retry("same-cases-more-samples", FIRST_TWO, 50), lake, where) is None
+    assert _land_stopped(retry("fewer-cases-more-samples", set(sorted(FIRST_TWO)[:1]), 50), lake, where) is None
     assert landed_shard_state(lake, **where) == state
+    assert _land_stopped(retry("one-more-case", FIRST_TWO | {HANG}, 0), lake, where) == {"measured": 3,
+                                                                                          "planned": 4}
+    assert landed_shard_state(lake, **where)["attempt"] == 2

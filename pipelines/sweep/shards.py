@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pipelines.config.lake import Lake, safe_date, safe_name
 from kernels_bench.runner import STOPPED_EXIT, run_harness
-from pipelines.landing.files import land_shard, landed_shard_state
+from pipelines.landing.files import land_shard
 from pipelines.sweep.leasing import lease_device
 from pipelines.config.pools import pool as get_pool
 
@@ -80,7 +80,11 @@ def run_shard(shard: dict, lake: Lake, *, attempt: int = 1, dag_run_id: str = "c
             try:
                 proc = run_harness(cmd, env=env, timeout_s=timeout_s)
             except BaseException:  # the task itself timed out or was terminated: keep what was measured
-                _land_stopped(tmp, lake, where)
+                try:
+                    _land_stopped(tmp, lake, where)
+                except Exception as e:  # never in place of the task's own exception
+                    print(f"stopped shard {where['shard']} of run {where['run_id']}: not landed: {e}",
+                          file=sys.stderr)
                 raise
             sys.stderr.write(proc.stderr[-20000:])
             if proc.returncode == STOPPED_EXIT or proc.stopped:
@@ -99,27 +103,34 @@ def run_shard(shard: dict, lake: Lake, *, attempt: int = 1, dag_run_id: str = "c
 
 def _land_stopped(staging: Path, lake: Lake, where: dict) -> dict | None:
     """Land the part a stopped harness wrote (its run row is written last: without it
-    there is nothing whole to land), unless an attempt landed there before holds more
-    samples: a retry stopped sooner must not replace more measurements with fewer.
+    there is nothing whole to land), unless the copy landed there before measured as many
+    cases or more: a retry stopped sooner must not replace more measurements with fewer.
     Returns {"measured", "planned"} cases, or None if nothing landed."""
-    import pyarrow.parquet as pq
-
-    from kernels_bench.runner import STOPPED
-
-    if not (staging / "run.parquet").exists():
+    staged = _measured_cases(staging / "case_results.parquet") if (staging / "run.parquet").exists() else None
+    if staged is None:
         return None
-    results = pq.read_table(staging / "case_results.parquet", columns=["status"]).column("status").to_pylist()
-    before = landed_shard_state(lake, **where)["counts"].get("samples") or 0
-    if pq.ParquetFile(staging / "samples.parquet").metadata.num_rows <= before:
+    landed = lake.landing_file("case_results", where["dt"], where["pool"], where["run_id"], where["shard"])
+    before = _measured_cases(landed) if landed.exists() else None
+    if before is not None and before[0] >= staged[0]:
         print(f"stopped shard {where['shard']} of run {where['run_id']}: not landed, the copy landed before "
-              f"holds {before} samples, at least as many", file=sys.stderr)
+              f"measured {before[0]} cases, at least its {staged[0]}", file=sys.stderr)
         return None
     try:
         land_shard(staging, lake, **where)
     except Exception as e:  # refused or unreadable: the caller reports the stop itself
         print(f"stopped shard {where['shard']} of run {where['run_id']}: not landed: {e}", file=sys.stderr)
         return None
-    return {"measured": sum(s != STOPPED for s in results), "planned": len(results)}
+    return {"measured": staged[0], "planned": staged[1]}
+
+
+def _measured_cases(case_results: Path) -> tuple[int, int]:
+    """(cases measured, i.e. not left `stopped`; cases in the file)."""
+    import pyarrow.parquet as pq
+
+    from kernels_bench.runner import STOPPED
+
+    status = pq.read_table(case_results, columns=["status"]).column("status").to_pylist()
+    return sum(s != STOPPED for s in status), len(status)
 
 
 def _tmp_root(lake: Lake) -> Path:
