@@ -87,7 +87,8 @@ def run_shard(shard: dict, lake: Lake, *, attempt: int = 1, dag_run_id: str = "c
                           file=sys.stderr)
                 raise
             sys.stderr.write(proc.stderr[-20000:])
-            if proc.returncode == STOPPED_EXIT or proc.stopped:
+            # Stopped at the deadline: unless it finished whole during the grace (exit 0).
+            if proc.returncode == STOPPED_EXIT or (proc.stopped and proc.returncode != 0):
                 landed = _land_stopped(tmp, lake, where)
                 raise RuntimeError(f"harness stopped for shard {shard_label(shard)} ({proc.stopped or 'by a signal'}): "
                                    + (f"landed the {landed['measured']} of {landed['planned']} cases it measured"
