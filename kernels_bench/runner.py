@@ -288,5 +288,11 @@ def shard_complete(out_dir: str | Path) -> bool:
     out = Path(out_dir)
     if not (out / "run.parquet").exists():
         return False
-    status = pq.read_table(out / "case_results.parquet", columns=["status"]).column("status").to_pylist()
-    return STOPPED not in status
+    measured, planned = measured_cases(out / "case_results.parquet")
+    return measured == planned
+
+
+def measured_cases(case_results: str | Path) -> tuple[int, int]:
+    """(cases measured, i.e. not left `stopped`; cases) of a case_results file."""
+    status = pq.read_table(case_results, columns=["status"]).column("status").to_pylist()
+    return sum(s != STOPPED for s in status), len(status)

@@ -11,7 +11,7 @@ from math import ceil
 from pathlib import Path
 
 from pipelines.config.lake import Lake, safe_date, safe_name
-from kernels_bench.runner import STOPPED_EXIT, run_harness
+from kernels_bench.runner import STOPPED_EXIT, measured_cases, run_harness
 from pipelines.landing.files import land_shard
 from pipelines.sweep.leasing import lease_device
 from pipelines.config.pools import pool as get_pool
@@ -107,11 +107,11 @@ def _land_stopped(staging: Path, lake: Lake, where: dict) -> dict | None:
     there is nothing whole to land), unless the copy landed there before measured as many
     cases or more: a retry stopped sooner must not replace more measurements with fewer.
     Returns {"measured", "planned"} cases, or None if nothing landed."""
-    staged = _measured_cases(staging / "case_results.parquet") if (staging / "run.parquet").exists() else None
+    staged = measured_cases(staging / "case_results.parquet") if (staging / "run.parquet").exists() else None
     if staged is None:
         return None
     landed = lake.landing_file("case_results", where["dt"], where["pool"], where["run_id"], where["shard"])
-    before = _measured_cases(landed) if landed.exists() else None
+    before = measured_cases(landed) if landed.exists() else None
     if before is not None and before[0] >= staged[0]:
         print(f"stopped shard {where['shard']} of run {where['run_id']}: not landed, the copy landed before "
               f"measured {before[0]} cases, at least its {staged[0]}", file=sys.stderr)
@@ -122,16 +122,6 @@ def _land_stopped(staging: Path, lake: Lake, where: dict) -> dict | None:
         print(f"stopped shard {where['shard']} of run {where['run_id']}: not landed: {e}", file=sys.stderr)
         return None
     return {"measured": staged[0], "planned": staged[1]}
-
-
-def _measured_cases(case_results: Path) -> tuple[int, int]:
-    """(cases measured, i.e. not left `stopped`; cases in the file)."""
-    import pyarrow.parquet as pq
-
-    from kernels_bench.runner import STOPPED
-
-    status = pq.read_table(case_results, columns=["status"]).column("status").to_pylist()
-    return sum(s != STOPPED for s in status), len(status)
 
 
 def _tmp_root(lake: Lake) -> Path:
