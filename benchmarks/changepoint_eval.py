@@ -174,8 +174,12 @@ def stage5_sensitivity(n_series: int | None = None) -> list[tuple[str, float, fl
 
 def evaluate_wide(histories: list[dict]) -> dict:
     """Detector and Otava on the same labelled histories: method -> score_wide."""
-    ours = [[(c.index, not c.provisional) for c in detect(h["x"])] for h in histories]
+    found = [detect(h["x"]) for h in histories]
+    ours = [[(c.index, not c.provisional) for c in f] for f in found]
     out = {"perflake detect": score_wide(histories, ours)}
+    steps_only = score_wide(histories, [[(c.index, not c.provisional) for c in f if not c.gradual] for f in found])
+    out["perflake detect"]["gradual"] = (sum(c.gradual for f in found for c in f), sum(map(len, found)),
+                                         steps_only["fa_quiet"], steps_only["fa_all"])
     otava = run_otava([h["x"] for h in histories])
     if otava is not None:
         out["otava 0.8 (defaults)"] = score_wide(histories, [[(i, True) for i in cps] for cps in otava])
@@ -200,7 +204,9 @@ def _report_wide(title: str, histories: list[dict]) -> None:
            ours["tail"]["last 5 nights"]]))
     print("  perflake 3%&3sig by family: " + ", ".join(f"{f} {cell(v)} ({v[1]})" for f, v in ours["family_headline"].items())
           + f"; confirmed recall (all) {ours['confirmed_all']:.3f}; provisional or confirmed reports matching no "
-          f"change {ours['unmatched_any_all']:.2f} per 1,000 nights")
+          f"change {ours['unmatched_any_all']:.2f} per 1,000 nights; reported gradual: {ours['gradual'][0]} of "
+          f"{ours['gradual'][1]} reports; FA/1000q / FA/1000 without them {ours['gradual'][2]:.3f} / "
+          f"{ours['gradual'][3]:.3f}")
     for method, sc in scores.items():
         print(f"  {method} FA/1000q by family: "
               + ", ".join(f"{f} {v:.2f}" for f, v in sc["fa_quiet_family"].items()))
@@ -224,23 +230,25 @@ def _report_drift(n_series: int, seed: int) -> None:
     print(f"Drifting 60-night histories without a step, {n_series} per noise kind and drift, all replayed "
           f"nightly, seed {seed}\nalarms per 1,000 series-nights "
           f"(noise sigma {', '.join(f'{s:.1%}' for s in CHANGE_FREE_SIGMAS)} of the level)")
-    print(f"{'noise':12s} {'drift/run':>9s} {'confirmed':>9s} {'provis.':>8s} {'nightly conf':>12s} "
-          f"{'nightly prov':>12s}")
+    print("confirmed reports split into steps and gradual changes (a level change not told from a drift)")
+    print(f"{'noise':12s} {'drift/run':>9s} {'steps':>9s} {'gradual':>8s} {'provis.':>8s} {'nightly conf':>12s} "
+          f"{'of them steps':>13s} {'nightly prov':>12s}")
     for kind in DRIFT_KINDS:
         for drift in DRIFTS:
             fa = drift_alarms(kind, drift, n_series, rng)
-            print(f"{kind:12s} {drift:9.2f} {fa['confirmed']:9.3f} {fa['provisional']:8.3f} "
-                  f"{fa['online_confirmed']:12.3f} {fa['online_provisional']:12.3f}")
+            print(f"{kind:12s} {drift:9.2f} {fa['steps']:9.3f} {fa['gradual']:8.3f} {fa['provisional']:8.3f} "
+                  f"{fa['online_confirmed']:12.3f} {fa['online_steps']:13.3f} {fa['online_provisional']:12.3f}")
 
 
 def _report_wander(n_series: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     print(f"Step-free 150-400-run histories whose level wanders smoothly by 1.5-4 sigma, {n_series} per kind, "
           f"seed {seed}\nalarms per 1,000 nights, whole histories")
-    print(f"{'wander':12s} {'confirmed':>9s} {'provis.':>8s} {'otava':>7s}")
+    print(f"{'wander':12s} {'steps':>9s} {'gradual':>8s} {'provis.':>8s} {'otava':>7s}")
     for kind in WANDER_KINDS:
         fa = wander_alarms(wander_histories(kind, n_series, rng))
-        print(f"{kind:12s} {fa['confirmed']:9.3f} {fa['provisional']:8.3f} {_fmt(fa['otava'], '7.3f')}")
+        print(f"{kind:12s} {fa['steps']:9.3f} {fa['gradual']:8.3f} {fa['provisional']:8.3f} "
+              f"{_fmt(fa['otava'], '7.3f')}")
 
 
 def main() -> None:
@@ -342,11 +350,14 @@ def _report_nightly(n_series: int, seed: int, n_online: int) -> None:
     print(f"\nSimulated 60-night histories, {n_series} per noise kind and test, seed {seed}")
     print("(i) change-free, false alarms per 1,000 series-nights "
           f"(noise sigma {', '.join(f'{s:.1%}' for s in CHANGE_FREE_SIGMAS)} of the level)")
-    print(f"{'noise':12s} {'confirmed':>9s} {'provis.':>8s} {'nightly conf':>12s} {'nightly prov':>12s} {'otava':>7s}")
+    print("(confirmed counts gradual changes too; 'of them steps' leaves them out)")
+    print(f"{'noise':12s} {'confirmed':>9s} {'gradual':>8s} {'provis.':>8s} {'nightly conf':>12s} {'of them steps':>13s} "
+          f"{'nightly prov':>12s} {'otava':>7s}")
     for kind in NOISE_KINDS:
         fa = false_alarms(kind, n_series, n_online, rng)
-        print(f"{kind:12s} {fa['confirmed']:9.3f} {fa['provisional']:8.3f} {fa['online_confirmed']:12.3f} "
-              f"{fa['online_provisional']:12.3f} {_fmt(fa['otava'], '7.3f')}")
+        print(f"{kind:12s} {fa['confirmed']:9.3f} {fa['gradual']:8.3f} {fa['provisional']:8.3f} "
+              f"{fa['online_confirmed']:12.3f} {fa['online_steps']:13.3f} {fa['online_provisional']:12.3f} "
+              f"{_fmt(fa['otava'], '7.3f')}")
     print(f"(ii) injected step of {'/'.join(f'{s:.0%}' for s in STEPS)} at "
           f"{'/'.join(f'{m:g}' for m in SIGMA_MULTIPLES)} sigma, recall (change found within +-1 night)")
     print(f"{'noise':12s} {'c+0':>6s} {'c+1':>6s} {'c+2':>6s} {'c+3':>6s} {'conf c+3':>8s} "

@@ -63,32 +63,38 @@ def _count_alarms(hist: np.ndarray, n_online: int) -> dict:
     (detector run once on each history) and nightly (the first n_online histories
     replayed, detector run on every prefix from FIRST_ONLINE_NIGHT, an alarm counted
     once, at the index (+-1) it first appears), each split into confirmed and
-    provisional. A nightly alarm counts as confirmed if it is reported confirmed on any
-    night, even when it was first seen as provisional; provisional if it never is."""
+    provisional, and the confirmed ones into steps and gradual changes (`Change.gradual`:
+    a level change the runs cannot tell from a drift, not put on one run's commit). A
+    nightly alarm counts as confirmed if it is reported confirmed on any night, even
+    when it was first seen as provisional, and as a step if it is ever reported as one."""
     n_series, nights_per = hist.shape
-    conf = prov = 0
+    steps = gradual = prov = 0
     for x in hist:
         for c in detect(x):
             prov += c.provisional
-            conf += not c.provisional
-    on_conf = on_prov = nights = 0
+            gradual += not c.provisional and c.gradual
+            steps += not c.provisional and not c.gradual
+    tally = np.zeros(3, int)  # nightly alarms: provisional only, gradual at most, a step
+    nights = 0
     for x in hist[:n_online]:
-        alerted: dict[int, bool] = {}  # index first reported -> ever confirmed
+        alerted: dict[int, int] = {}  # index first reported -> 0 provisional, 1 gradual, 2 step
         for t in range(FIRST_ONLINE_NIGHT, nights_per + 1):
             nights += 1
             for c in detect(x[:t]):
+                grade = 0 if c.provisional else 1 if c.gradual else 2
                 seen = next((a for a in alerted if abs(c.index - a) <= 1), None)
                 if seen is None:
-                    alerted[c.index] = not c.provisional
-                elif not c.provisional:
-                    alerted[seen] = True
-        on_conf += sum(alerted.values())
-        on_prov += len(alerted) - sum(alerted.values())
+                    alerted[c.index] = grade
+                else:
+                    alerted[seen] = max(alerted[seen], grade)
+        tally += np.bincount(list(alerted.values()), minlength=3)
     per_k = 1000.0 / (n_series * nights_per)
+    per_night = 1000.0 / max(nights, 1)
     return {
-        "confirmed": conf * per_k, "provisional": prov * per_k,
-        "online_confirmed": 1000.0 * on_conf / max(nights, 1),
-        "online_provisional": 1000.0 * on_prov / max(nights, 1),
+        "confirmed": (steps + gradual) * per_k, "steps": steps * per_k, "gradual": gradual * per_k,
+        "provisional": prov * per_k,
+        "online_confirmed": (tally[1] + tally[2]) * per_night, "online_steps": tally[2] * per_night,
+        "online_provisional": tally[0] * per_night,
     }
 
 
@@ -152,14 +158,16 @@ def wander_histories(kind: str, n_series: int, rng: np.random.Generator) -> list
 
 
 def wander_alarms(histories: list[np.ndarray]) -> dict:
-    """Confirmed and provisional reports per 1,000 nights on `wander_histories` (whole
-    histories; every report is an alarm: there is no step), and Otava's (None where
-    it is not installed)."""
+    """Reports per 1,000 nights on `wander_histories` (whole histories; every report is
+    an alarm, there is no step): confirmed steps, confirmed gradual changes (the level
+    did move; `Change.gradual` says it cannot be put on one run), provisional ones, and
+    Otava's (None where it is not installed)."""
     nights = sum(len(x) for x in histories)
-    found = [detect(x) for x in histories]
+    found = [c for x in histories for c in detect(x)]
     otava = run_otava(histories)
-    return {"confirmed": 1000.0 * sum(not c.provisional for f in found for c in f) / nights,
-            "provisional": 1000.0 * sum(c.provisional for f in found for c in f) / nights,
+    return {"steps": 1000.0 * sum(not c.provisional and not c.gradual for c in found) / nights,
+            "gradual": 1000.0 * sum(not c.provisional and c.gradual for c in found) / nights,
+            "provisional": 1000.0 * sum(c.provisional for c in found) / nights,
             "otava": None if otava is None else 1000.0 * sum(len(c) for c in otava) / nights}
 
 

@@ -101,25 +101,46 @@ def test_a_small_step_between_long_segments_is_found_and_a_drift_is_not_cut():
     from pipelines.changepoint import detect
     from pipelines.changepoint.detector import step_net_of_slope
 
-    found = 0
+    found = drifts = 0
     for seed in range(30):
         rng = np.random.default_rng(seed)
         x = 1.0 + 0.004 * rng.standard_normal(120)  # a 2-sigma, 0.8 % step at 60
         x[60:] += 0.008
         found += any(abs(c.index - 60) <= 3 and not c.provisional for c in detect(x))
-        # a linear drift of 0.05 sigma per run (6 sigma over the history): no step
+        # a linear drift of 0.05 sigma per run (6 sigma over the history): no step, at
+        # most one gradual change for the whole drift
         d = 1.0 + 0.004 * (rng.standard_normal(120) + 0.05 * np.arange(120))
-        assert not [c for c in detect(d) if not c.provisional], f"seed {seed}"
+        drift = [c for c in detect(d) if not c.provisional]
+        assert all(c.gradual for c in drift) and len(drift) <= 1, f"seed {seed}"
+        drifts += len(drift)
         step, z = step_net_of_slope(d[30:60], d[60:90], 0.004, 0.0)
         assert z < 4, f"seed {seed}"
     assert found >= 23  # 25 of 30 measured; the default floors (2 %, 2 sigma) find none
+    assert drifts >= 15  # a 6-sigma drift is a change: 24 of 30 reported gradual (measured)
+
+
+def test_a_step_the_runs_cannot_tell_from_a_drift_is_reported_as_gradual():
+    # A 1.25-sigma step between 150-run segments (issue #21): the ranks put it at p 1e-5
+    # or less, but with a slope fitted across it the step alone is often under 3
+    # standard errors. Until 2026-11-27 that hid it; now it is reported, as gradual.
+    # Measured: found (confirmed, within 3 runs) in 22 of 30 draws, 7 of them gradual;
+    # 15 before.
+    found = gradual = 0
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        x = 1.0 + 0.01 * rng.standard_normal(300)
+        x[150:] += 0.0125
+        at = [c for c in detect(x) if abs(c.index - 150) <= 3 and not c.provisional]
+        found += bool(at)
+        gradual += bool(at) and at[0].gradual
+    assert found >= 19 and gradual >= 4
 
 
 def test_a_step_is_judged_in_noise_units_in_a_quiet_series_as_in_a_noisy_one():
     # The same 2-sigma step between 40-run segments as a 0.4 % step in 0.2 % noise: the
     # relative floor (0.2 %) must not stop what the noise-units floors let through in a
-    # noisier series; a drift of 0.05 noise widths per run is confirmed as rarely as
-    # before (1 history in 300 measured, the same one with the old floor and the new).
+    # noisier series; a drift of 0.05 noise widths per run is never confirmed as a step
+    # (1 history in 30 before gradual changes were reported, with either floor).
     from pipelines.changepoint import DetectorParams
 
     old = DetectorParams(min_rel_change_measured=0.005)  # the relative floor before 2026-11-26
@@ -131,9 +152,9 @@ def test_a_step_is_judged_in_noise_units_in_a_quiet_series_as_in_a_noisy_one():
         found += any(abs(c.index - 40) <= 3 and not c.provisional for c in detect(x))
         found_old += any(abs(c.index - 40) <= 3 and not c.provisional for c in detect(x, params=old))
         d = 1.0 + 0.002 * (rng.standard_normal(120) + 0.05 * np.arange(120))
-        drifts += any(not c.provisional for c in detect(d))
+        drifts += any(not c.provisional and not c.gradual for c in detect(d))
     assert found >= 24 and found_old <= 6  # 27 and 3 of 30 measured
-    assert drifts <= 1  # 1 of these 30 (seed 25), with either floor
+    assert drifts <= 1  # 1 of these 30 (seed 25)
 
 
 def test_the_search_over_split_positions_is_corrected_to_its_nominal_level():
@@ -216,24 +237,28 @@ def test_prewhitened_least_squares_sees_the_night_of_a_step_that_the_long_run_fa
     assert null <= 0.03 * draws  # none of these 200 (1 in 400) measured at p < 0.01
 
 
-def _step_at_50_of_100(phi: float, sigmas: float, draws: int = 30) -> tuple[int, int]:
+def _step_at_50_of_100(phi: float, sigmas: float, draws: int = 30) -> tuple[int, int, int]:
     """(draws whose step of `sigmas` at night 50 of 100 nights of AR(1) noise is confirmed
-    within 3 nights, draws of the same noise without the step with a confirmed change)."""
-    found = alarms = 0
+    within 3 nights, draws of the same noise without the step with a confirmed step,
+    those with a gradual change)."""
+    found = alarms = gradual = 0
     for seed in range(draws):
         x = _ar1(100, phi, sigma=0.005, seed=seed)
-        alarms += any(not c.provisional for c in detect(x))
+        quiet = [c for c in detect(x) if not c.provisional]
+        alarms += any(not c.gradual for c in quiet)
+        gradual += any(c.gradual for c in quiet)
         x[50:] += 0.005 * sigmas
         found += any(abs(c.index - 50) <= 3 and not c.provisional for c in detect(x))
-    return found, alarms
+    return found, alarms, gradual
 
 
 def test_a_2_sigma_step_under_ar1_noise_is_found_where_the_long_run_factor_lost_it():
     # 100 nights of AR(1) 0.6 noise, a 2-sigma step at night 50: found (confirmed,
     # within 3 nights) in 16 of 30 draws measured, 10 before the prewhitened tests; the
-    # same noise without the step raises no confirmed change.
-    found, alarms = _step_at_50_of_100(phi=0.6, sigmas=2.0)
-    assert found >= 13 and alarms == 0
+    # same noise without the step raises no confirmed step, and a gradual change in 1
+    # draw (0.33 per 1,000 nights, under the 0.5 budget; benchmarks/NOTES-changepoint.md).
+    found, alarms, gradual = _step_at_50_of_100(phi=0.6, sigmas=2.0)
+    assert found >= 13 and alarms == 0 and gradual <= 1
 
 
 def test_a_3_sigma_step_under_ar1_noise_past_the_rho_cap_is_found_by_the_differences():
@@ -241,6 +266,7 @@ def test_a_3_sigma_step_under_ar1_noise_past_the_rho_cap_is_found_by_the_differe
     # tested without prewhitening (the noise might be a random walk); whitened at rho 1
     # (differences) it is tested as a random walk's would be. Found within 3 nights,
     # confirmed: 28 of 30 draws measured, 19 before; the same noise without the step
-    # raises no confirmed change (0 of 30, before and after).
-    found, alarms = _step_at_50_of_100(phi=0.85, sigmas=3.0)
-    assert found >= 25 and alarms == 0
+    # raises no confirmed step (0 of 30, before and after); gradual changes in 2 draws,
+    # where the excursions of 0.85 noise, once cut, take the autocorrelation with them.
+    found, alarms, gradual = _step_at_50_of_100(phi=0.85, sigmas=3.0)
+    assert found >= 25 and alarms == 0 and gradual <= 2

@@ -135,3 +135,41 @@ def test_the_hardware_catalog_is_published_again_only_when_it_changed(spark, lak
     assert not catalog.holds(spark, hotter, HARDWARE)
     new_gpu = hardware.limit(1).withColumn("sku", F.lit("NEW-GPU-TEST"))
     assert not catalog.holds(spark, hardware.unionByName(new_gpu), HARDWARE)
+
+
+def test_a_change_the_runs_cannot_tell_from_a_drift_is_a_gradual_regression():
+    # One series' step of perf.regressions on 300 nights with a 1.25 % (1.25-sigma) step
+    # at night 150: the detector reports it as gradual, and so does the row.
+    import pandas as pd
+
+    from pipelines.changepoint import DetectorParams
+    from pipelines.mining import regressions
+
+    rng = np.random.default_rng(3)
+    latency = 1000.0 * (1 + 0.01 * rng.standard_normal(300))
+    latency[150:] += 12.5
+    nights = pd.date_range("2026-01-01", periods=300, freq="D", tz="UTC")
+    points = pd.DataFrame({"run_id": [f"r{i:03d}" for i in range(300)], "started_at": nights,
+                           "dt": nights.strftime("%Y-%m-%d"), "value": latency, "median_ns": latency,
+                           "metric": "latency", "series_key": "k", **{c: "x" for c in regressions._DESCRIBE}})
+    known = pd.DataFrame(columns=regressions._candidate_schema().names)
+    rows = regressions._series_changes(points, known, now=pd.Timestamp("2026-11-27", tz="UTC"),
+                                       params=DetectorParams())
+    assert len(rows) == 1
+    row = rows.iloc[0]
+    assert row["detected_by"] == "gradual" and row["status"] == "confirmed" and row["direction"] == "regression"
+    assert abs(int(row["change_run_id"][1:]) - 150) <= 3 and 0.8 < row["change_pct"] < 2.5
+
+
+def test_a_gradual_changes_cause_says_it_is_not_tied_to_one_run(spark):
+    from pipelines.mining.attribution import ATTRIBUTES, GRADUAL, with_attribution
+
+    names = [c for c, _ in ATTRIBUTES]
+    context = spark.createDataFrame(
+        [("a", *(["x"] * len(names)), {}), ("b", *(["x"] * 4), "2.13.0", *(["x"] * (len(names) - 5)), {})],
+        ", ".join(["run_id string", *(f"{c} string" for c in names), "env map<string,string>"]))
+    changes = spark.createDataFrame([("s", "a", "b", "significance"), ("g", "a", "b", "gradual")],
+                                    "series_key string, last_good_run_id string, change_run_id string, "
+                                    "detected_by string")
+    cause = {r.series_key: r.cause for r in with_attribution(changes, context).collect()}
+    assert cause == {"s": "torch x -> 2.13.0", "g": GRADUAL + "torch x -> 2.13.0"}

@@ -39,7 +39,10 @@ How it decides, in five stages:
    is significant at alpha is kept on the measured floors (0.2 %, 1 robust sigma) where
    both its segments hold 10 runs or more and its step, net of a slope fitted across
    it, is significant by itself (`_measured_step`: a level change, not a drift cut in
-   two; not in a series that wanders). The weakest failing change goes
+   two; not in a series that wanders). A change kept only when that step is not
+   asked to be significant is reported as gradual (`_gradual_changes`, a pruning of
+   its own): the level moved, but the runs cannot tell a step at this run from a drift
+   across the runs either side. The weakest failing change goes
    first, then its neighbours are re-measured (their segments grew), until every change
    passes. If the segmentation that survives shows more noise or autocorrelation than
    the candidates did (a pruned candidate had absorbed a slow wander), pruning starts
@@ -101,7 +104,8 @@ TAIL_REF_RUNS = 4
 MEASURED_RUNS = 10
 # ... when its step net of a common local slope, fitted to up to STEP_RUNS runs either
 # side, is at least STEP_Z standard errors (autocorrelation-corrected) and half the
-# measured floor: a level change, not a slow drift cut in two.
+# measured floor: a level change, not a slow drift cut in two. The changes kept when
+# that z is not asked of them (only the half floor) are reported as gradual.
 STEP_RUNS = 60
 STEP_Z = 3.0
 
@@ -138,8 +142,10 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
     by_shift = not wanders(x, sigma) or not wanders(x, _prune(x, candidates, strict, measured=False)[1])
     if by_shift:
         cps, sigma, rho = _prune(x, candidates, params)
+        gradual = _gradual_changes(x, candidates, cps, params)
     else:  # no measured steps either: they assume a level to wander about
         cps, sigma, rho = _prune(x, candidates, params, by_shift=False, measured=False)
+        gradual = {}
     found = _wandering_jumps(x, cps, sigma, params)
     main = _main_mode_changes(x, cps, params) if by_shift else {}
     bounds = [0, *sorted([*cps, *found, *main]), n]
@@ -166,7 +172,10 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
     if tail is not None:
         cp, p, level, provisional = tail
         changes.append(describe(int(kept[cp]), level, x[cp:], sigma, p, provisional, params))
-    return changes
+    for cp, (p, before, after, g_sigma) in gradual.items():
+        if all(abs(cp - b) > LOCAL_RUNS // 2 for b in bounds[1:-1]):
+            changes.append(describe(int(kept[cp]), before, after, g_sigma, p, False, params, gradual=True))
+    return sorted(changes, key=lambda c: c.index)
 
 
 def _before_young_level(x: np.ndarray, start: int, young: int, params: DetectorParams) -> list[int]:
@@ -209,6 +218,53 @@ def _main_mode_changes(x: np.ndarray, cps: list[int],
             continue
         left, right = xm[bounds[i]:c], xm[c:bounds[i + 2]]
         out[cp] = (fixed_split_pvalue(left, right, rho, sigma), float(np.median(left)), right)
+    return out
+
+
+def _gradual_changes(x: np.ndarray, candidates: list[int], cps: list[int],
+                     params: DetectorParams) -> dict[int, tuple[float, float, np.ndarray, float]]:
+    """Level changes that the runs cannot tell from a drift (Change.gradual): position ->
+    (p-value, level before, runs after, noise sigma).
+
+    They are the changes that pruning keeps on the measured floors when the step net of
+    a local slope is not asked to be significant (`_measured_step` without its
+    drift_guard, only at least half the floor), more than LOCAL_RUNS / 2 runs from every
+    change `cps` kept with it. A separate pruning, so that they change nothing about the
+    steps: kept among them, they cut a wandering level into a staircase whose treads then
+    passed as steps (a sine of 1.5-4 noise widths: 6.9 steps per 1,000 nights, against
+    1.6). Neighbours in that pruning that move the same way with no step between them
+    are one gradual change, from the first one's level before to the last one's level
+    after (a straight drift of 10 noise widths over 200 runs was six of them); its
+    p-value is the smallest of theirs.
+
+    None where the noise's autocorrelation about that pruning's segments reached
+    MAX_RHO: such noise may be a random walk, whose level drifts all the time (a
+    300-run walk had a gradual change of 5 noise widths). About the steps alone the
+    figure is no guide: a straight drift, not cut, reads as autocorrelation too."""
+    if set(candidates) <= set(cps):  # every candidate is a step already
+        return {}
+    relaxed, sigma, rho = _prune(x, candidates, params, drift_guard=False)
+    if rho >= MAX_RHO:
+        return {}
+    bounds = [0, *relaxed, len(x)]
+    out: dict[int, tuple[float, float, np.ndarray, float]] = {}
+    start = None  # first position of the gradual change being extended
+    for i, g in enumerate(relaxed):
+        left, right = x[bounds[i]:g], x[g:bounds[i + 2]]
+        if (any(abs(g - c) <= LOCAL_RUNS // 2 for c in cps)
+                or _floor_ratio(left, right, sigma, params) >= 1.0):  # a step, not a drift-guard matter
+            start = None
+            continue
+        p = fixed_split_pvalue(left, right, rho, sigma)
+        before = float(np.median(left))
+        up = np.median(right) > before
+        if (start is not None and (np.median(out[start][2]) > out[start][1]) == up
+                and not any(relaxed[i - 1] < c < g for c in cps)):
+            p0, level, _, _ = out[start]
+            out[start] = (min(p0, p), level, right, sigma)
+        else:
+            start = g
+            out[g] = (p, before, right, sigma)
     return out
 
 
@@ -256,7 +312,7 @@ def _sigma_floor_scale(n_before: int, n_after: int) -> float:
 
 
 def _prune(x: np.ndarray, candidates: list[int], params: DetectorParams,
-           by_shift: bool = True, measured: bool = True) -> tuple[list[int], float, float]:
+           by_shift: bool = True, measured: bool = True, drift_guard: bool = True) -> tuple[list[int], float, float]:
     """The candidates that survive pruning, with the noise scale and autocorrelation
     of the series (what the newest-runs test and the reported sigmas use).
 
@@ -276,7 +332,7 @@ def _prune(x: np.ndarray, candidates: list[int], params: DetectorParams,
     strong = _strong_candidates(x, candidates, sigma, params)
     noise_for = _noise_with(x, None, sigma, rho)
     for _ in range(REFITS):
-        cps = _prune_at(x, candidates, noise_for, params, by_shift, measured)
+        cps = _prune_at(x, candidates, noise_for, params, by_shift, measured, drift_guard)
         kept = sorted({*cps, *strong})
         sigma_refit, rho_refit = noise_sigma(x, kept), noise_rho(x, kept)
         if sigma_refit <= sigma and rho_refit <= rho:
@@ -284,7 +340,7 @@ def _prune(x: np.ndarray, candidates: list[int], params: DetectorParams,
         noise_for = _noise_with(x, kept, sigma, rho)
         sigma, rho = max(sigma, sigma_refit), max(rho, rho_refit)
     else:
-        cps = _prune_at(x, candidates, noise_for, params, by_shift, measured)
+        cps = _prune_at(x, candidates, noise_for, params, by_shift, measured, drift_guard)
     return cps, sigma, rho
 
 
@@ -316,7 +372,7 @@ def _strong_candidates(x: np.ndarray, candidates: list[int], sigma: float, param
 
 
 def _prune_at(x: np.ndarray, cps: list[int], noise_for, params: DetectorParams,
-              by_shift: bool = True, measured: bool = True) -> list[int]:
+              by_shift: bool = True, measured: bool = True, drift_guard: bool = True) -> list[int]:
     """Drop changes, weakest first, until each passes both floors and alpha (p corrected
     for autocorrelation; by_shift: the shift of medians may stand in for ranks where the
     autocorrelation correction, not the separation, holds them back, see
@@ -334,7 +390,7 @@ def _prune_at(x: np.ndarray, cps: list[int], noise_for, params: DetectorParams,
             # a level of the newest TAIL_MAX runs is asked about every night: strict_alpha
             level = params.strict_alpha if cp >= len(x) - TAIL_MAX else params.alpha
             failing = p > level or (
-                ratio < 1.0 and not (measured and _measured_step(left, right, sigma, rho, params)))
+                ratio < 1.0 and not (measured and _measured_step(left, right, sigma, rho, params, drift_guard)))
             if failing and ratio < worst_score:
                 worst, worst_score = i, ratio
         if worst is None:
@@ -344,12 +400,13 @@ def _prune_at(x: np.ndarray, cps: list[int], noise_for, params: DetectorParams,
 
 
 def _measured_step(left: np.ndarray, right: np.ndarray, sigma: float, rho: float,
-                   params: DetectorParams) -> bool:
+                   params: DetectorParams, drift_guard: bool = True) -> bool:
     """May a change under the default floors (but significant at alpha) be kept on the
     measured floors? Both segments hold MEASURED_RUNS runs or more, the shift of their
     medians clears min_rel_change_measured and min_sigma_measured, and the step net of
     a common local slope (`step_net_of_slope`, up to STEP_RUNS runs either side) is
-    STEP_Z standard errors or more and at least half that floor.
+    STEP_Z standard errors or more and at least half that floor (without the
+    drift_guard, only the half floor: `_gradual_changes`).
 
     The default floors ask a 2 % and 2-sigma shift of every change, also across the 10
     runs either side (the drift guard): right for a level seen for a few runs, but it
@@ -367,7 +424,7 @@ def _measured_step(left: np.ndarray, right: np.ndarray, sigma: float, rho: float
     if abs(float(np.median(right)) - before) < floor:
         return False
     step, z = step_net_of_slope(left[-STEP_RUNS:], right[:STEP_RUNS], sigma, rho)
-    return abs(step) >= floor / 2 and z >= STEP_Z
+    return abs(step) >= floor / 2 and (z >= STEP_Z or not drift_guard)
 
 
 def step_net_of_slope(before: np.ndarray, after: np.ndarray, sigma: float, rho: float) -> tuple[float, float]:

@@ -50,9 +50,10 @@ class DetectorParams:
     min_rel_change_measured, min_sigma_measured: the floors for a well-measured change
         (0.2 %, 1 robust sigma). A change between two segments of MEASURED_RUNS runs or
         more that is significant at alpha, whose shift clears these floors and whose
-        step, net of a common local slope, is itself significant (not a drift cut in
-        two: `detector._measured_step`), is kept although it is under min_rel_change or
-        min_sigma.
+        step, net of a common local slope, is at least half of them (a straight drift
+        cut in two leaves none: `detector._measured_step`), is kept although it is
+        under min_rel_change or min_sigma; as gradual where that step is not itself
+        significant (Change.gradual).
         0 for both turns the measured path off (min_rel_change_measured=
         min_rel_change and min_sigma_measured=min_sigma give the floors of before).
         The relative floor was 0.5 % until 2026-11-26: for a series whose noise is
@@ -116,6 +117,11 @@ class Change:
         provisional: among the newest runs and not (yet) significant: within the last
         confirm_points runs, or a level of up to 5 runs that clears the floors run by
         run without reaching strict_alpha. It asks for a rerun rather than a person.
+        gradual: a change in the history's body, significant and past the measured
+        floors, whose step net of a local slope is not itself significant
+        (`detector._gradual`): the level moved between the segments either side, but a
+        slow drift across them fits the runs as well as a step at `index`, so the cause
+        may lie in any of those runs, not only in this one.
     """
 
     index: int
@@ -126,17 +132,19 @@ class Change:
     p_value: float
     direction: Direction
     provisional: bool
+    gradual: bool = False
 
 
 def describe(index: int, before: float, right: np.ndarray, sigma: float, p: float,
-              provisional: bool, params: DetectorParams) -> Change:
+              provisional: bool, params: DetectorParams, gradual: bool = False) -> Change:
     after = float(np.median(right))
     shift = after - before
     rel = shift / abs(before) if before != 0 else float(np.sign(shift) * np.inf)
     worse = (shift > 0) == params.higher_is_worse
     return Change(index=index, before=before, after=after, rel_change=rel,
                   sigmas=abs(shift) / sigma if sigma > 0 else float("inf"), p_value=p,
-                  direction="regression" if worse else "improvement", provisional=provisional)
+                  direction="regression" if worse else "improvement", provisional=provisional,
+                  gradual=gradual)
 
 
 def effect_floor(level: float, sigma: float, params: DetectorParams) -> float:

@@ -23,6 +23,10 @@ ATTRIBUTES = (
 # Which device index a shard leased says nothing about speed (gpu_uuid names the GPU).
 IGNORED_ENV = ("CUDA_VISIBLE_DEVICES",)
 NO_DIFFERENCE = "no recorded difference"
+# A gradual change's cause starts with this: the detector cannot tell a step at the
+# change run from a drift across the runs either side, so what differs between the two
+# runs of the split is a lead, not the cause.
+GRADUAL = "gradual, not tied to one run: "
 _MISSING = "none"
 
 
@@ -45,19 +49,22 @@ def run_context(runs: DataFrame) -> DataFrame:
 def with_attribution(changes: DataFrame, context: DataFrame) -> DataFrame:
     """`changes` (with last_good_run_id and change_run_id) plus `attribution`, a map of
     each differing attribute to 'old -> new', and `cause`, the same as one line
-    ('torch 2.12.0 -> 2.13.0; host a -> b', or NO_DIFFERENCE). A run missing from
-    `context` counts as having recorded nothing."""
+    ('torch 2.12.0 -> 2.13.0; host a -> b', or NO_DIFFERENCE), after GRADUAL where
+    detected_by is 'gradual'. A run missing from `context` counts as having recorded
+    nothing."""
     ctx = [F.col(c).alias(c) for c, _ in ATTRIBUTES] + [F.col("env")]
     good = context.select(F.col("run_id").alias("_good_id"), F.struct(*ctx).alias("_good"))
     bad = context.select(F.col("run_id").alias("_bad_id"), F.struct(*ctx).alias("_bad"))
     joined = (changes.join(good, F.col("last_good_run_id") == F.col("_good_id"), "left")
               .join(bad, F.col("change_run_id") == F.col("_bad_id"), "left"))
     entries = F.concat(_attribute_diffs(), _env_diffs())
+    cause = (F.when(F.size("_diff") > 0, F.array_join(
+        F.transform("_diff", lambda e: F.concat_ws(" ", e["key"], e["value"])), "; "))
+        .otherwise(F.lit(NO_DIFFERENCE)))
+    gradual = F.col("detected_by") == "gradual" if "detected_by" in changes.columns else F.lit(False)
     return (joined.withColumn("_diff", entries)
             .withColumn("attribution", F.map_from_entries("_diff"))
-            .withColumn("cause", F.when(F.size("_diff") > 0, F.array_join(
-                F.transform("_diff", lambda e: F.concat_ws(" ", e["key"], e["value"])), "; "))
-                .otherwise(F.lit(NO_DIFFERENCE)))
+            .withColumn("cause", F.when(gradual, F.concat(F.lit(GRADUAL), cause)).otherwise(cause))
             .drop("_good_id", "_good", "_bad_id", "_bad", "_diff"))
 
 

@@ -119,7 +119,7 @@ def regressions_table(points: DataFrame, previous: DataFrame, runs: DataFrame, n
     with_q = (candidates.join(family, ["change_dt", "metric"], "left")
               .groupBy("change_dt", "metric").applyInPandas(_night_q, T.StructType(
                   candidates.schema.fields + [T.StructField("family_size", T.LongType(), True)])))
-    kept = with_q.where(~(F.col("is_new") & (F.col("detected_by") == "significance")
+    kept = with_q.where(~(F.col("is_new") & F.col("detected_by").isin("significance", "gradual")
                           & (F.col("q_value") > F.lit(fdr_q))))
     unit = F.coalesce(F.col("unit"), F.when(F.col("metric") == "energy", F.lit("J")).otherwise(F.lit("ns")))
     latency_old = F.col("metric") == "latency"  # rows from before schema v2 have no *_value
@@ -232,7 +232,7 @@ def _series_changes(points: pd.DataFrame, prev: pd.DataFrame, *, now: pd.Timesta
     evidence: dict[int, str] = {}      # known position -> how the detector saw it this time
     exact: dict[int, object] = {}      # known position -> the detector's Change at exactly it
     for c in detect(values, params=params):
-        how = "newest-runs" if c.provisional else "significance"
+        how = _detected_by(c)
         if c.index in active:
             evidence[c.index], exact[c.index] = how, c
             continue
@@ -265,13 +265,20 @@ def _series_changes(points: pd.DataFrame, prev: pd.DataFrame, *, now: pd.Timesta
             continue
         later = [j for j in standing if j > i]
         detected = fresh.get(i) or exact.get(i)
-        how = ("newest-runs" if fresh[i].provisional else "significance") if i in fresh else evidence.get(i, "tracked")
+        how = _detected_by(fresh[i]) if i in fresh else evidence.get(i, "tracked")
         status, agree = decided[i]
         # Latency on the same split: for an energy change, whether the speed held.
         speed = c if pts.at[i, "metric"] == "latency" else measure_at(latency, i, changes=others, params=params)
         rows.append(_row(pts, i, c, speed, detected.p_value if detected else c.p_value, status, how,
                          (later[0] if later else len(values)) - i, agree, active.get(i), now))
     return _frame(rows)
+
+
+def _detected_by(change) -> str:
+    """How the detector found a change: its newest-runs floors (provisional), its
+    significance test, or that test with a level change it cannot tell from a drift
+    (gradual: the cause may lie in any run of the segments either side)."""
+    return "newest-runs" if change.provisional else "gradual" if change.gradual else "significance"
 
 
 def _decide(values: np.ndarray, i: int, others: list[int], fresh, prior: dict | None,
