@@ -2,7 +2,8 @@
 control, scoring against labelled series, and A/B comparison of two sample sets."""
 
 from pipelines.changepoint.compare import Comparison, compare
-from pipelines.changepoint.detector import confirms, detect, measure_at
+from pipelines.changepoint.detector import detect
+from pipelines.changepoint.known import confirms, measure_at
 from pipelines.changepoint.fdr import bh_adjust, select_significant
 from pipelines.changepoint.metrics import covering, f1_score
 from pipelines.changepoint.model import Change, DetectorParams, effect_floor

@@ -68,8 +68,8 @@ the top ranks on both sides of a small step and dilute the rank tests; without t
 
 This module holds stage 3 and the follow-up of a known change; stage 1 is in
 `search`, the rank tests in `ranks`, the noise estimates in `noise`, stage 4 in `newest`, stage 5 in
-`jumps`, the parameters and result type in `model`, and family-wide FDR control in
-`fdr`. The public API (from
+`jumps`, the parameters and result type in `model`, a change already reported followed
+as its history grows in `known`, and family-wide FDR control in `fdr`. The public API (from
 `pipelines.changepoint`) is `DetectorParams`, `Change`, `detect`, `bh_adjust` and
 `select_significant`, plus `measure_at`, `confirms` and `effect_floor` for following a
 change already reported (pipelines.mining.regressions).
@@ -84,7 +84,7 @@ import numpy as np
 
 from pipelines.changepoint import ar1
 from pipelines.changepoint.jumps import jumps, wanders
-from pipelines.changepoint.model import LOCAL_RUNS, Change, DetectorParams, describe, effect_floor
+from pipelines.changepoint.model import LOCAL_RUNS, Change, DetectorParams, describe
 from pipelines.changepoint.modes import second_mode_runs
 from pipelines.changepoint.newest import TAIL_MAX, tail_change
 from pipelines.changepoint.noise import noise_rho, noise_sigma
@@ -464,66 +464,3 @@ def _lag1(e: np.ndarray) -> float:
     e = e - e.mean()
     den = float(e @ e)
     return float(np.clip(e[1:] @ e[:-1] / den, 0.0, MAX_RHO)) if den > 0 and len(e) > 2 else 0.0
-
-
-# --- a change known from an earlier look ---------------------------------------------
-
-def measure_at(values, index: int, *, changes=(), params: DetectorParams = DetectorParams()) -> Change | None:
-    """Re-measure a level change already known to start at position `index` of `values`.
-
-    For tracking a reported change night after night, when the data grew since it was
-    found. `changes` are the positions of the series' other known changes (they bound
-    the segments). Positions and NaN handling are as in `detect`. before: median of up
-    to LOCAL_RUNS runs before `index`, back to the previous change (the last good
-    level); after: median of the runs from `index` to the next change; sigmas: in the
-    robust noise of the series cut at every change; p_value: the split test between the
-    two neighbouring segments (ranks, or the shift of medians where autocorrelation holds
-    the ranks back, as in `detect`), every position in them counted as searched. None when
-    `index` is not a finite run or has no run before it.
-    """
-    known = _known_split(values, index, changes)
-    if known is None:
-        return None
-    x, k, lo, hi, sigma = known
-    left, right = x[lo:k], x[k:hi]
-    return describe(index, float(np.median(left[-LOCAL_RUNS:])), right, sigma,
-                    fixed_split_pvalue(left, right, sigma=sigma), k >= len(x) - params.confirm_points, params)
-
-
-def confirms(values, index: int, *, changes=(), params: DetectorParams = DetectorParams()) -> bool | None:
-    """Do the runs from `index` agree that a new level starts there?
-
-    The first max(confirm_points, 2) runs from `index` (the change run and at least one
-    later run, e.g. a confirmation rerun) must each leave the last good level (as in
-    `measure_at`) by half the effect floor or more on the same side, and their median by
-    the whole floor. None while there are not yet that many runs.
-    """
-    known = _known_split(values, index, changes)
-    if known is None:
-        return None
-    x, k, lo, hi, sigma = known
-    need = max(params.confirm_points, 2)
-    if hi - k < need:
-        return None
-    level = float(np.median(x[lo:k][-LOCAL_RUNS:]))
-    shift = x[k:k + need] - level
-    floor = effect_floor(level, sigma, params)
-    return bool(floor > 0 and abs(float(np.median(shift))) >= floor
-                and (np.all(shift >= floor / 2) or np.all(shift <= -floor / 2)))
-
-
-def _known_split(values, index: int, changes) -> tuple[np.ndarray, int, int, int, float] | None:
-    """(finite runs, position of `index` among them, segment start, segment end, noise
-    sigma), with the segments bounded by the other known changes."""
-    raw = np.asarray(values, dtype=float)
-    kept = np.flatnonzero(np.isfinite(raw))
-    pos = {int(i): j for j, i in enumerate(kept)}
-    if index not in pos or pos[index] == 0:
-        return None
-    k = pos[index]
-    cps = sorted({pos[int(c)] for c in changes if int(c) in pos} - {0} | {k})
-    x = raw[kept]
-    i = cps.index(k)
-    lo = cps[i - 1] if i > 0 else 0
-    hi = cps[i + 1] if i + 1 < len(cps) else len(x)
-    return x, k, lo, hi, noise_sigma(x, cps)
