@@ -126,6 +126,9 @@ def test_a_nightly_alarm_first_seen_provisional_counts_once_and_as_confirmed():
     nights = nightly.NIGHTS - nightly.FIRST_ONLINE_NIGHT + 1
     assert counts["online_confirmed"] == pytest.approx(1000.0 / nights)
     assert counts["online_provisional"] == 0.0
+    # a 20-sigma step is a step, not a gradual change, night by night and over the whole history
+    assert counts["online_steps"] == counts["online_confirmed"]
+    assert counts["steps"] == pytest.approx(1000.0 / nightly.NIGHTS) and counts["gradual"] == 0.0
 
 
 def test_changepoint_hold_option_reports_a_share_per_night(tmp_path):

@@ -142,10 +142,10 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
     by_shift = not wanders(x, sigma) or not wanders(x, _prune(x, candidates, strict, measured=False)[1])
     if by_shift:
         cps, sigma, rho = _prune(x, candidates, params)
-        gradual = _gradual_changes(x, candidates, cps, params)
+        gradual, g_sigma = _gradual_changes(x, candidates, cps, params)
     else:  # no measured steps either: they assume a level to wander about
         cps, sigma, rho = _prune(x, candidates, params, by_shift=False, measured=False)
-        gradual = {}
+        gradual, g_sigma = {}, sigma
     found = _wandering_jumps(x, cps, sigma, params)
     main = _main_mode_changes(x, cps, params) if by_shift else {}
     bounds = [0, *sorted([*cps, *found, *main]), n]
@@ -172,7 +172,7 @@ def detect(values, *, params: DetectorParams = DetectorParams()) -> list[Change]
     if tail is not None:
         cp, p, level, provisional = tail
         changes.append(describe(int(kept[cp]), level, x[cp:], sigma, p, provisional, params))
-    for cp, (p, before, after, g_sigma) in gradual.items():
+    for cp, (p, before, after) in gradual.items():
         if all(abs(cp - b) > LOCAL_RUNS // 2 for b in bounds[1:-1]):
             changes.append(describe(int(kept[cp]), before, after, g_sigma, p, False, params, gradual=True))
     return sorted(changes, key=lambda c: c.index)
@@ -222,9 +222,9 @@ def _main_mode_changes(x: np.ndarray, cps: list[int],
 
 
 def _gradual_changes(x: np.ndarray, candidates: list[int], cps: list[int],
-                     params: DetectorParams) -> dict[int, tuple[float, float, np.ndarray, float]]:
+                     params: DetectorParams) -> tuple[dict[int, tuple[float, float, np.ndarray]], float]:
     """Level changes that the runs cannot tell from a drift (Change.gradual): position ->
-    (p-value, level before, runs after, noise sigma).
+    (p-value, level before, runs after), and the noise sigma they were measured in.
 
     They are the changes that pruning keeps on the measured floors when the step net of
     a local slope is not asked to be significant (`_measured_step` without its
@@ -242,12 +242,12 @@ def _gradual_changes(x: np.ndarray, candidates: list[int], cps: list[int],
     300-run walk had a gradual change of 5 noise widths). About the steps alone the
     figure is no guide: a straight drift, not cut, reads as autocorrelation too."""
     if set(candidates) <= set(cps):  # every candidate is a step already
-        return {}
+        return {}, 0.0
     relaxed, sigma, rho = _prune(x, candidates, params, drift_guard=False)
     if rho >= MAX_RHO:
-        return {}
+        return {}, sigma
     bounds = [0, *relaxed, len(x)]
-    out: dict[int, tuple[float, float, np.ndarray, float]] = {}
+    out: dict[int, tuple[float, float, np.ndarray]] = {}
     start = None  # first position of the gradual change being extended
     for i, g in enumerate(relaxed):
         left, right = x[bounds[i]:g], x[g:bounds[i + 2]]
@@ -260,12 +260,12 @@ def _gradual_changes(x: np.ndarray, candidates: list[int], cps: list[int],
         up = np.median(right) > before
         if (start is not None and (np.median(out[start][2]) > out[start][1]) == up
                 and not any(relaxed[i - 1] < c < g for c in cps)):
-            p0, level, _, _ = out[start]
-            out[start] = (min(p0, p), level, right, sigma)
+            p0, level, _ = out[start]
+            out[start] = (min(p0, p), level, right)
         else:
             start = g
-            out[g] = (p, before, right, sigma)
-    return out
+            out[g] = (p, before, right)
+    return out, sigma
 
 
 def _wandering_jumps(x: np.ndarray, cps: list[int], sigma: float,
