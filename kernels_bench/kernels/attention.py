@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernels_bench.case import Case
-from kernels_bench.kernels.base import DTYPE_BYTES, Prepared, Unsupported, compare, torch_dtype
+from kernels_bench.kernels.base import (DTYPE_BYTES, Prepared, Unsupported, compare, input_generator, randn,
+                                         torch_dtype)
 
 BACKENDS = ("sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math")
 # The reference is float64 scores over a bounded slice: big enough to catch a wrong
@@ -97,10 +98,10 @@ class ScaledDotProductAttention:
             raise Unsupported("causal attention with q_len != kv_len: torch's mask is top-left aligned, "
                               "which is not a decode step; benchmark decode as causal=false")
         dt = torch_dtype(case.dtype)
-        gen = torch.Generator(device="cpu").manual_seed(0)
-        q = torch.randn(s.batch, s.heads, s.q_len, s.head_dim, generator=gen).to(device=device, dtype=dt)
-        k = torch.randn(s.batch, s.kv_heads, s.kv_len, s.head_dim, generator=gen).to(device=device, dtype=dt)
-        v = torch.randn(s.batch, s.kv_heads, s.kv_len, s.head_dim, generator=gen).to(device=device, dtype=dt)
+        gen = input_generator(device)
+        q = randn((s.batch, s.heads, s.q_len, s.head_dim), gen, device, dt)
+        k = randn((s.batch, s.kv_heads, s.kv_len, s.head_dim), gen, device, dt)
+        v = randn((s.batch, s.kv_heads, s.kv_len, s.head_dim), gen, device, dt)
         gqa = s.kv_heads != s.heads
         if gqa and case.backend == "sdpa-efficient":
             # torch's memory-efficient kernel does not implement enable_gqa; asked alone it

@@ -60,6 +60,25 @@ def torch_dtype(name: str):
         raise Unsupported(f"dtype {name!r} is not supported") from None
 
 
+def input_generator(device: str, seed: int = 0):
+    """The seeded generator a case draws its inputs from, on the device they live on."""
+    import torch
+
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def randn(shape, gen, device: str, dtype):
+    """Standard normal inputs drawn on `device` in `dtype` from `gen` (`input_generator`).
+    On a GPU they are drawn there: drawn on the host in fp32 and copied, the inputs of
+    one attention decode case (a 2 x 17 GB KV cache) took over the 60 s a case may
+    take to set up on an H200 (2026-11-27). On the CPU the values are those of before."""
+    import torch
+
+    if gen.device.type == "cpu":
+        return torch.randn(shape, generator=gen).to(device=device, dtype=dtype)
+    return torch.randn(shape, generator=gen, device=device, dtype=dtype)
+
+
 def compare(out, ref, dtype: str) -> Correctness:
     """Normalised error of `out` against the float64 reference `ref`."""
     import torch

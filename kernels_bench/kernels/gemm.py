@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernels_bench.case import Case
-from kernels_bench.kernels.base import DTYPE_BYTES, Prepared, Unsupported, compare, torch_dtype
+from kernels_bench.kernels.base import (DTYPE_BYTES, Prepared, Unsupported, compare, input_generator, randn,
+                                         torch_dtype)
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,9 @@ class Matmul:
         if case.dtype == "fp8":
             return self._prepare_fp8(case, device, m, n, k)
         dt = torch_dtype(case.dtype)
-        gen = torch.Generator(device="cpu").manual_seed(0)
+        gen = input_generator(device)
         shape_a, shape_b = ((b, m, k), (b, k, n)) if b > 1 else ((m, k), (k, n))
-        a = torch.randn(shape_a, generator=gen).to(device=device, dtype=dt)
-        bm = torch.randn(shape_b, generator=gen).to(device=device, dtype=dt)
+        a, bm = randn(shape_a, gen, device, dt), randn(shape_b, gen, device, dt)
         if device.startswith("cuda"):
             # tf32 is a math mode of fp32 tensors, so it is set per case, explicitly.
             torch.backends.cuda.matmul.allow_tf32 = case.dtype == "tf32"

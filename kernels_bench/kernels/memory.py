@@ -12,16 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernels_bench.case import Case
-from kernels_bench.kernels.base import DTYPE_BYTES, Prepared, compare, torch_dtype
+from kernels_bench.kernels.base import DTYPE_BYTES, Prepared, compare, input_generator, randn, torch_dtype
 
 
 def _inputs(case: Case, device: str, count: int):
-    import torch
-
-    gen = torch.Generator(device="cpu").manual_seed(0)
+    gen = input_generator(device)
     n = int(case.p["numel"])
     dt = torch_dtype(case.dtype)
-    return [torch.randn(n, generator=gen).to(device=device, dtype=dt) for _ in range(count)]
+    return [randn((n,), gen, device, dt) for _ in range(count)]
 
 
 @dataclass(frozen=True)
@@ -109,8 +107,7 @@ class SiluMul:
         import torch.nn.functional as F
 
         rows, hidden = _act_dims(case)
-        gen = torch.Generator(device="cpu").manual_seed(0)
-        x = torch.randn(rows, 2 * hidden, generator=gen).to(device=device, dtype=torch_dtype(case.dtype))
+        x = randn((rows, 2 * hidden), input_generator(device), device, torch_dtype(case.dtype))
         gate, up = x[:, :hidden], x[:, hidden:]
 
         def fn():
@@ -144,8 +141,7 @@ class Gelu:
         import torch.nn.functional as F
 
         rows, hidden = _act_dims(case)
-        gen = torch.Generator(device="cpu").manual_seed(0)
-        x = torch.randn(rows, hidden, generator=gen).to(device=device, dtype=torch_dtype(case.dtype))
+        x = randn((rows, hidden), input_generator(device), device, torch_dtype(case.dtype))
 
         def fn():
             return F.gelu(x, approximate="tanh")

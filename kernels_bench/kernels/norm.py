@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernels_bench.case import Case
-from kernels_bench.kernels.base import DTYPE_BYTES, Prepared, Unsupported, compare, torch_dtype
+from kernels_bench.kernels.base import (DTYPE_BYTES, Prepared, Unsupported, compare, input_generator, randn,
+                                         torch_dtype)
 
 EPS = 1e-5
 
@@ -31,10 +32,10 @@ def _inputs(case: Case, device: str, vectors: int):
         raise Unsupported(f"{case.kernel} in {case.dtype} is not benchmarked (fp32, bf16, fp16 are)")
     rows, hidden = _dims(case)
     dt = torch_dtype(case.dtype)
-    gen = torch.Generator(device="cpu").manual_seed(0)
-    x = torch.randn(rows, hidden, generator=gen).to(device=device, dtype=dt)
+    gen = input_generator(device)
+    x = randn((rows, hidden), gen, device, dt)
     # Weights near 1 and biases near 0, as a trained layer has: errors stay comparable.
-    vecs = [(1.0 - i + 0.1 * torch.randn(hidden, generator=gen)).to(device=device, dtype=dt) for i in range(vectors)]
+    vecs = [(1.0 - i + 0.1 * randn((hidden,), gen, device, torch.float32)).to(dtype=dt) for i in range(vectors)]
     return x, vecs
 
 
