@@ -100,3 +100,23 @@ def test_the_simulator_calibrated_per_attention_backend_meets_the_real_h200():
     assert len(errors["attention"]) == 20 and np.median(errors["attention"]) < 0.15
     for backend in ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient"):
         assert np.median(errors[f"attention/{backend}"]) < 0.10, backend
+
+
+THIRD = NIGHT.parent / "h200-2026-11-27-attention"  # the third lease: attention shards 1-5 of 8
+
+
+def test_the_third_h200_lease_lands_whole_with_its_partial_shard(tmp_path):
+    import pandas as pd
+
+    lake = Lake(tmp_path / "lake")
+    report = ingest([THIRD / "shards"], lake, pool="h200", registry=load_pools())
+    assert report.ok, report.issues
+    assert report.counts["landed"] == 15 and sum(s["samples"] for s in report.landed) == 63_096
+    results = pd.concat(pq.read_table(f).to_pandas() for f in (lake.landing / "case_results").rglob("*.parquet"))
+    assert results.status.value_counts().to_dict() == {"ok": 90, "skipped": 14, "stopped": 11, "timeout": 5}
+    # shard 5 was stopped at the lease's budget: its 11 unmeasured cases are kept as `stopped`
+    stopped = results[results.status == "stopped"]
+    assert len(stopped) == 11 and stopped.shard.nunique() == 1
+    # every timeout is the one shape with a 2 x 17 GB KV cache (set-up drawn on the host)
+    timeouts = results[results.status == "timeout"].params.map(dict)
+    assert all((p["batch"], p["kv_heads"], p["kv_len"], p["q_len"]) == ("32", "32", "32768", "1") for p in timeouts)
