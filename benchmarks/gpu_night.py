@@ -15,7 +15,8 @@ prints, as markdown:
 
     python benchmarks/gpu_night.py truth kernels_bench/reference/h200-2026-11-26
     python benchmarks/gpu_night.py sim kernels_bench/reference/h200-2026-11-26
-    python benchmarks/gpu_night.py sim --fit kernels_bench/reference/h200-2026-11-2[67]
+    python benchmarks/gpu_night.py sim --fit kernels_bench/reference/h200-2026-11-2*
+    python benchmarks/gpu_night.py sim --holdout kernels_bench/reference/h200-2026-11-2*
 
 sim pools the cases of every night named; families whose backends differ by more than a
 scale can absorb (`BACKEND_SPREAD`: attention) are fitted and reported per backend too.
@@ -95,26 +96,28 @@ def truth(night: Path) -> list[str]:
 BACKEND_SPREAD = {"attention": ("sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math")}
 
 
-def sim_cases(nights: list[Path]) -> list[tuple[str, float, float, float]]:
-    """(family, measured median, model roofline term without scale or floor, calibrated
-    model) for every ok case of the nights, each on its night's own SKU."""
+def sim_cases(nights: list[Path]) -> list[tuple[str, str, float, tuple[float, float], float]]:
+    """(family, shard, measured median, (compute ns, memory ns) of the model without scale
+    or floor, calibrated model) for every ok case of the nights, each on its night's own
+    SKU; `shard` names the night and shard, the unit a held-out check leaves out."""
     from kernels_bench.case import Case
     from kernels_bench.hardware import hardware
-    from kernels_bench.sim import mean_latency_ns
+    from kernels_bench.sim import mean_latency_ns, roofline_terms_ns
 
     out = []
-    for _, run, results, samples in (shard for night in nights for shard in shards(night)):
-        hw = hardware(run["gpu_sku"])
-        medians = samples.groupby("case_id").latency_ns.median()
-        for r in results[results.status == "ok"].itertuples():
-            case = Case.make(r.family, r.kernel, r.backend, r.dtype, **{k: _value(v) for k, v in r.params})
-            if case.case_id != r.case_id:
-                raise ValueError(f"{r.case_id}: its params rebuild another case ({case.case_id})")
-            roof = mean_latency_ns(hw, case, {case.family: (1.0, 0.0)})
-            measured, calibrated = float(medians[r.case_id]), mean_latency_ns(hw, case)
-            out.append((r.family, measured, roof, calibrated))
-            if len(BACKEND_SPREAD.get(r.family, ())) > 1:  # backends far apart: each one too
-                out.append((f"{r.family}/{r.backend}", measured, roof, calibrated))
+    for night in nights:
+        for name, run, results, samples in shards(night):
+            hw = hardware(run["gpu_sku"])
+            medians = samples.groupby("case_id").latency_ns.median()
+            for r in results[results.status == "ok"].itertuples():
+                case = Case.make(r.family, r.kernel, r.backend, r.dtype, **{k: _value(v) for k, v in r.params})
+                if case.case_id != r.case_id:
+                    raise ValueError(f"{r.case_id}: its params rebuild another case ({case.case_id})")
+                row = (f"{night.name}/{name}", float(medians[r.case_id]), roofline_terms_ns(hw, case),
+                       mean_latency_ns(hw, case))
+                out.append((r.family, *row))
+                if len(BACKEND_SPREAD.get(r.family, ())) > 1:  # backends far apart: each one too
+                    out.append((f"{r.family}/{r.backend}", *row))
     return out
 
 
@@ -123,43 +126,97 @@ def sim_error(nights: list[Path]) -> list[str]:
     from kernels_bench.sim import KERNEL_FLOOR_NS
 
     by_family: dict[str, list[tuple[float, float]]] = {}
-    for family, measured, roof, calibrated in sim_cases(nights):
-        by_family.setdefault(family, []).append(((roof + KERNEL_FLOOR_NS) / measured - 1, calibrated / measured - 1))
+    for family, _, measured, terms, calibrated in sim_cases(nights):
+        by_family.setdefault(family, []).append(((max(terms) + KERNEL_FLOOR_NS) / measured - 1,
+                                                 calibrated / measured - 1))
     out = ["| family | cases | uncalibrated: median error / median abs / within 10 % "
            "| calibrated: median error / median abs / within 10 % |", "| --- | --- | --- | --- |"]
     for family, pairs in sorted(by_family.items()):
-        cols = []
-        for errs in zip(*pairs):
-            absolute = [abs(e) for e in errs]
-            cols.append(f"{statistics.median(errs):+.1%} / {statistics.median(absolute):.1%} / "
-                        f"{sum(a <= 0.10 for a in absolute)} of {len(errs)}")
+        cols = [_summary(errs) for errs in zip(*pairs)]
         out.append(f"| {family} | {len(pairs)} | {cols[0]} | {cols[1]} |")
     return out
 
 
-def sim_fit(nights: list[Path], min_cases_for_floor: int = 20) -> list[str]:
-    """Per family, the (scale, floor_ns) of least median absolute log error: both where
-    the night has at least `min_cases_for_floor` cases, else the scale over the default
-    floor (two parameters are not fitted to a handful of cases)."""
+def _summary(errs) -> str:
+    absolute = [abs(e) for e in errs]
+    return (f"{statistics.median(errs):+.1%} / {statistics.median(absolute):.1%} / "
+            f"{sum(a <= 0.10 for a in absolute)} of {len(errs)}")
+
+
+def fit_calibration(measured, terms, min_cases_for_floor: int = 20, min_cases_per_term: int = 5):
+    """The (compute scale, memory scale, floor_ns) of least median absolute log error for
+    cases with these measured medians and (compute ns, memory ns) terms. Parameters are
+    fitted only where the cases can tell them apart: the floor where there are at least
+    `min_cases_for_floor` (else KERNEL_FLOOR_NS), two scales where at least
+    `min_cases_per_term` cases are bound by each term (else one for both)."""
     import numpy as np
 
     from kernels_bench.sim import KERNEL_FLOOR_NS
 
-    scales = np.exp(np.linspace(np.log(0.5), np.log(100.0), 1201))
-    by_family: dict[str, list[tuple[float, float]]] = {}
-    for family, measured, roof, _ in sim_cases(nights):
-        by_family.setdefault(family, []).append((measured, roof))
-    out = ["| family | cases | scale | floor ns | median abs error after |", "| --- | --- | --- | --- | --- |"]
-    for family, rows in sorted(by_family.items()):
-        measured, roof = (np.array(v) for v in zip(*rows))
-        floors = np.arange(0.0, 20_001.0, 100.0) if len(rows) >= min_cases_for_floor else np.array([KERNEL_FLOOR_NS])
+    measured = np.asarray(measured, float)
+    compute, memory = (np.asarray(v, float) for v in zip(*terms))
+    scales = np.exp(np.linspace(np.log(0.5), np.log(100.0), 301))
+    floors = np.arange(0.0, 20_001.0, 500.0) if len(measured) >= min_cases_for_floor else np.array([KERNEL_FLOOR_NS])
+    compute_bound = int((compute >= memory).sum())
+    two = min(compute_bound, len(measured) - compute_bound) >= min_cases_per_term
+    best = None
+    for floor in floors:
+        if two:  # compute scale x memory scale x cases
+            model = np.maximum(scales[:, None, None] * compute, scales[None, :, None] * memory) + floor
+        else:
+            model = (scales[:, None] * np.maximum(compute, memory) + floor)[:, None, :]
+        loss = np.median(np.abs(np.log(model / measured)), axis=-1)
+        i, j = np.unravel_index(np.argmin(loss), loss.shape)
+        if best is None or loss[i, j] < best[0]:
+            best = (loss[i, j], scales[i], scales[j] if two else scales[i], floor)
+    return float(best[1]), float(best[2]), float(best[3])
+
+
+def _grouped(nights: list[Path]) -> dict[str, list[tuple[str, float, tuple[float, float]]]]:
+    by_family: dict[str, list] = {}
+    for family, shard, measured, terms, _ in sim_cases(nights):
+        by_family.setdefault(family, []).append((shard, measured, terms))
+    return by_family
+
+
+def sim_fit(nights: list[Path]) -> list[str]:
+    """Per family, `fit_calibration` over every case of the nights: the entries that
+    `kernels_bench.sim.CALIBRATION` holds."""
+    out = ["| family | cases | compute scale | memory scale | floor ns | median abs error after |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for family, rows in sorted(_grouped(nights).items()):
         if len(rows) < 3:
-            out.append(f"| {family} | {len(rows)} | - | - | (under 3 cases: not fitted) |")
+            out.append(f"| {family} | {len(rows)} | - | - | - | (under 3 cases: not fitted) |")
             continue
-        model = scales[:, None, None] * roof[None, None, :] + floors[None, :, None]
-        loss = np.median(np.abs(np.log(model / measured)), axis=2)
-        a, b = np.unravel_index(np.argmin(loss), loss.shape)
-        out.append(f"| {family} | {len(rows)} | {scales[a]:.2f} | {floors[b]:.0f} | {np.expm1(loss[a, b]):.1%} |")
+        _, measured, terms = zip(*rows)
+        sc, sm, floor = fit_calibration(measured, terms)
+        errs = [abs((max(sc * c, sm * m) + floor) / y - 1) for y, (c, m) in zip(measured, terms)]
+        out.append(f"| {family} | {len(rows)} | {sc:.2f} | {sm:.2f} | {floor:.0f} | {statistics.median(errs):.1%} |")
+    return out
+
+
+def holdout_errors(nights: list[Path], families: tuple[str, ...] | None = None) -> dict[str, list[float]]:
+    """Per family (all, or those named), each case's error when the calibration is fitted
+    on every other shard of the nights (leave one shard out): how the model projects
+    cases it was not fitted on."""
+    out: dict[str, list[float]] = {}
+    for family, rows in _grouped(nights).items():
+        if families is not None and family not in families:
+            continue
+        for shard in sorted({r[0] for r in rows}):
+            train = [r for r in rows if r[0] != shard]
+            if len(train) < 3:
+                continue
+            _, measured, terms = zip(*train)
+            sc, sm, floor = fit_calibration(measured, terms)
+            out.setdefault(family, []).extend((max(sc * c, sm * m) + floor) / y - 1
+                                              for s, y, (c, m) in rows if s == shard)
+    return out
+
+
+def sim_holdout(nights: list[Path]) -> list[str]:
+    out = ["| family | cases | held out by shard: median error / median abs / within 10 % |", "| --- | --- | --- |"]
+    out += [f"| {family} | {len(errs)} | {_summary(errs)} |" for family, errs in sorted(holdout_errors(nights).items())]
     return out
 
 
@@ -176,7 +233,10 @@ def _value(text: str):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["truth", "sim"])
-    ap.add_argument("--fit", action="store_true", help="sim: fit each family's (scale, floor) instead")
+    ap.add_argument("--fit", action="store_true",
+                    help="sim: fit each family's (compute scale, memory scale, floor) instead")
+    ap.add_argument("--holdout", action="store_true",
+                    help="sim: each shard's error with the calibration fitted on the other shards")
     ap.add_argument("night", type=Path, nargs="+",
                     help="night folders (shards/, nvidia-smi-*.csv, validation.json); sim pools the cases of all")
     args = ap.parse_args(argv)
@@ -187,7 +247,8 @@ def main(argv=None) -> int:
     if args.what == "truth":
         print("\n\n".join("\n".join(truth(night)) for night in args.night))
     else:
-        print("\n".join(sim_fit(args.night) if args.fit else sim_error(args.night)))
+        report = sim_fit if args.fit else sim_holdout if args.holdout else sim_error
+        print("\n".join(report(args.night)))
     return 0
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from kernels_bench.case import Case
 from kernels_bench.hardware import Hardware, hardware
 from kernels_bench.kernels import kernel_for
+from kernels_bench.kernels.base import DTYPE_BYTES
 from kernels_bench.measure import CaseOutcome
 from kernels_bench.stopping import StoppingRule
 
@@ -34,28 +35,32 @@ from kernels_bench.stopping import StoppingRule
 # H200 host measured 10-11 us: benchmarks/NOTES-harness.md).
 KERNEL_FLOOR_NS = 2_500.0
 HOST_LAUNCH_NS = 6_000.0
-# Per family, (scale, floor_ns): a call takes scale x its roofline bound at the modelled
-# efficiency, plus floor_ns. Fitted on the REAL H200 nights of 2026-11-26 and 2026-11-27
-# (`python benchmarks/gpu_night.py sim --fit kernels_bench/reference/h200-2026-11-2[67]`:
-# the least median absolute log error per family; both parameters where the nights
-# measured 20 cases or more, else the scale alone over KERNEL_FLOOR_NS; `selftest`, a
-# no-op and a planted error, is not a kernel family to calibrate). What they stand for:
-# eager norms run several kernels and compute half precision in fp32 (x1.39, 8 us);
-# cuBLAS below a few hundred us pays a set-up a roofline does not see (7.3 us).
-# Attention's backends are too far apart for one scale (the family's own, 1.23 + 5.3 us,
-# is off by a median 37 %), so each measured backend has its own ("family/backend" keys,
-# `calibration_for`): cuDNN reaches the modelled 0.6 of the bf16 peak (x0.94, 5 cases,
-# 5 % error), torch's flash and memory-efficient kernels about 0.37 (x1.64, 7 cases, 2 %;
-# x1.66, 3 cases, 3 %), and the math backend, which writes the whole score matrix, is no
-# roofline at all: x43 leaves a median error of 60 % (8 cases, 7x to 60x the fused
-# backends depending on shape). Applied to every simulated SKU: an assumption until a
-# second GPU model is measured.
+# Per family, (scale, floor_ns) or (compute scale, memory scale, floor_ns): a call takes
+# the slower of its compute and memory terms at the modelled efficiency, each times its
+# scale, plus floor_ns. Fitted on the REAL H200 nights (kernels_bench/reference/h200-*)
+# by `python benchmarks/gpu_night.py sim --fit`: the least median absolute log error per
+# family; `selftest`, a no-op and a planted error, is not a kernel family to calibrate.
+# gemm, memory and norm: one scale and a floor, fitted on the first night (2026-11-26);
+# what they stand for: eager norms run several kernels and compute half precision in
+# fp32 (x1.39, 8 us); cuBLAS below a few hundred us pays a set-up a roofline does not
+# see (7.3 us). (The fit with two scales moves them by under 8 %; not applied.)
+# Attention: 113 cases of three leases (2026-11-26, -27 and -27's third), per backend
+# ("family/backend" keys, `calibration_for`), on the attention work model of `work`:
+# cuDNN reaches about the modelled 0.6 of the bf16 peak with a 17 us floor (several
+# kernels per call); torch's flash about 0.33 of peak, with a 9.5 us floor (split-KV
+# decode adds a combine kernel); the memory-efficient kernel half flash's compute rate
+# (x3.31); the math backend, three unfused ops moving the score matrix, x11 of a
+# roofline on that traffic with a 20 us floor (the edge of the fit's grid). Held out by
+# shard, the median error is 3.8 % (cuDNN), 9.0 % (flash), 19 % (efficient), 6.2 %
+# (math): benchmarks/NOTES-harness.md. Applied to every simulated SKU: an assumption
+# until a second GPU model is measured.
 CALIBRATION = {"gemm": (1.05, 7_300.0), "memory": (0.96, 2_300.0), "norm": (1.39, 8_000.0),
-               "attention": (1.23, 5_300.0), "attention/sdpa-cudnn": (0.94, KERNEL_FLOOR_NS),
-               "attention/sdpa-flash": (1.64, KERNEL_FLOOR_NS),
-               "attention/sdpa-efficient": (1.66, KERNEL_FLOOR_NS),
-               "attention/sdpa-math": (43.2, KERNEL_FLOOR_NS)}
+               "attention": (1.25, 1.19, 12_500.0), "attention/sdpa-cudnn": (0.88, 0.93, 17_000.0),
+               "attention/sdpa-flash": (1.85, 1.58, 9_500.0),
+               "attention/sdpa-efficient": (3.31, 1.66, KERNEL_FLOOR_NS),
+               "attention/sdpa-math": (11.19, 11.19, 20_000.0)}
 THROTTLE_CLOCK_FRACTION = 0.6
+ATTENTION_TILE = 128  # query and key rows per tile of the fused attention kernels (FlashAttention-2's)
 
 
 def _unit(*parts: object) -> float:
@@ -118,22 +123,64 @@ def efficiency(hw: Hardware, case: Case) -> tuple[float, float]:
     return compute * sku_factor, memory * sku_factor
 
 
-def mean_latency_ns(hw: Hardware, case: Case, calibration: dict | None = None) -> float:
-    """The model's mean latency of one call; `calibration` (default CALIBRATION; {} for
-    the uncalibrated roofline) maps a family to its (scale, floor_ns)."""
+def work(hw: Hardware, case: Case) -> tuple[float, float]:
+    """(flops, bytes) the GPU does for one call: the kernel's own counts, except for
+    attention, whose backends do different work for the same call (measured on three
+    H200 leases, benchmarks/NOTES-harness.md, "Third H200 lease"):
+    - the fused backends compute causal attention tile by tile: the tiles on the diagonal
+      are computed whole, so n tiles a side cost (n + 1) / 2n of the square, not half
+      (prefill 512 causal takes 0.8 of its non-causal time, not 0.5);
+    - the math backend is three unfused ops: it computes every score (a causal mask is
+      applied after) and moves the score matrix four times (written by the first matmul,
+      read and written by the softmax, read by the second matmul);
+    - torch's memory-efficient kernel does not split the keys across blocks: with fewer
+      query blocks (batch x heads x q_len / 64) than SMs, only that share of the GPU
+      works (a decode of batch 1 and 32 heads runs on 32 of 132 SMs, 4-5x slower than
+      flash's split-KV decode)."""
     k = kernel_for(case.kernel)
+    flops, nbytes = k.flops(case), k.bytes(case)
+    if case.family != "attention":
+        return flops, nbytes
+    from kernels_bench.kernels.attention import Shape
+
+    s = Shape.of(case)
+    square = s.causal and s.q_len == s.kv_len  # the kernel counts half of the square's flops
+    if case.backend == "sdpa-math":
+        scores = s.batch * s.heads * s.q_len * s.kv_len * DTYPE_BYTES[case.dtype]
+        return (2 * flops if square else flops), nbytes + 4 * scores
+    if square:
+        tiles = math.ceil(s.q_len / ATTENTION_TILE)
+        flops *= (tiles + 1) / tiles
+    if case.backend == "sdpa-efficient":
+        blocks = s.batch * s.heads * math.ceil(s.q_len / 64)
+        share = min(1.0, blocks / (hw.sm_count or blocks))
+        flops, nbytes = flops / share, nbytes / share
+    return flops, nbytes
+
+
+def roofline_terms_ns(hw: Hardware, case: Case) -> tuple[float, float]:
+    """(compute ns, memory ns) of one call at the modelled efficiency, unscaled."""
+    flops, nbytes = work(hw, case)
     eff_c, eff_m = efficiency(hw, case)
     peak = hw.peak_tflops.get(case.dtype) or hw.peak_tflops["fp32"]
-    compute_ns = k.flops(case) / (peak * 1e3 * max(eff_c, 1e-3))
-    memory_ns = k.bytes(case) / (hw.memory_bandwidth_gbps * max(eff_m, 1e-3))
-    scale, floor = calibration_for(case, CALIBRATION if calibration is None else calibration)
-    return scale * max(compute_ns, memory_ns) + floor
+    return flops / (peak * 1e3 * max(eff_c, 1e-3)), nbytes / (hw.memory_bandwidth_gbps * max(eff_m, 1e-3))
 
 
-def calibration_for(case: Case, calibration: dict) -> tuple[float, float]:
-    """(scale, floor_ns) for `case`: its family and backend's entry ("attention/sdpa-math")
-    where the real night measured that backend, else its family's, else none."""
-    return calibration.get(f"{case.family}/{case.backend}") or calibration.get(case.family, (1.0, KERNEL_FLOOR_NS))
+def mean_latency_ns(hw: Hardware, case: Case, calibration: dict | None = None) -> float:
+    """The model's mean latency of one call; `calibration` (default CALIBRATION; {} for
+    the uncalibrated roofline) maps a family to its (scale, floor_ns) or (compute scale,
+    memory scale, floor_ns)."""
+    compute_ns, memory_ns = roofline_terms_ns(hw, case)
+    compute_scale, memory_scale, floor = calibration_for(case, CALIBRATION if calibration is None else calibration)
+    return max(compute_scale * compute_ns, memory_scale * memory_ns) + floor
+
+
+def calibration_for(case: Case, calibration: dict) -> tuple[float, float, float]:
+    """(compute scale, memory scale, floor_ns) for `case`: its family and backend's entry
+    ("attention/sdpa-math") where the real nights measured that backend, else its
+    family's, else none; a (scale, floor_ns) entry scales both terms alike."""
+    entry = calibration.get(f"{case.family}/{case.backend}") or calibration.get(case.family, (1.0, KERNEL_FLOOR_NS))
+    return entry if len(entry) == 3 else (entry[0], entry[0], entry[1])
 
 
 @dataclass

@@ -103,3 +103,44 @@ def test_simulated_runs_are_labelled_simulated_in_provenance_and_samples(tmp_pat
     (run,) = pq.read_table(paths["runs"]).to_pylist()
     assert len(samples) == 20 and {s["device_kind"] for s in samples} == {"simulated"}
     assert run["device_kind"] == "simulated" and run["gpu_sku"] == SKU
+
+
+def _sdpa(backend: str, **shape) -> Case:
+    p = dict(batch=1, heads=32, kv_heads=32, head_dim=128, causal=False) | shape
+    return Case.make("attention", "sdpa", backend, "bf16", **p)
+
+
+def test_attention_work_follows_what_each_backend_computes_and_moves():
+    from kernels_bench.hardware import hardware
+    from kernels_bench.kernels import kernel_for
+    from kernels_bench.sim import work
+
+    hw = hardware("H200-SXM-141GB")  # 132 SMs
+    k = kernel_for("sdpa")
+    square = 4 * 1 * 32 * 512 * 512 * 128  # the non-causal flops of q = kv = 512
+    # fused causal: 4 tiles of 128 a side, 10 of 16 computed whole, not half the square
+    causal = _sdpa("sdpa-flash", q_len=512, kv_len=512, causal=True)
+    assert k.flops(causal) == square / 2
+    assert work(hw, causal) == (pytest.approx(square * 10 / 16), k.bytes(causal))
+    # math: every score computed, and the bf16 score matrix moved four times
+    math_causal = _sdpa("sdpa-math", q_len=512, kv_len=512, causal=True)
+    assert work(hw, math_causal) == (square, k.bytes(math_causal) + 4 * 32 * 512 * 512 * 2)
+    # memory-efficient decode of 32 heads: 32 query blocks on 132 SMs
+    decode = _sdpa("sdpa-efficient", q_len=1, kv_len=8192)
+    flops, nbytes = work(hw, decode)
+    assert nbytes == pytest.approx(k.bytes(decode) * 132 / 32) and flops == pytest.approx(k.flops(decode) * 132 / 32)
+    # the same decode on flash (split-KV) and any non-attention case: the kernel's own counts
+    flash = _sdpa("sdpa-flash", q_len=1, kv_len=8192)
+    assert work(hw, flash) == (k.flops(flash), k.bytes(flash))
+    assert work(hw, BIG_GEMM) == (kernel_for("matmul").flops(BIG_GEMM), kernel_for("matmul").bytes(BIG_GEMM))
+
+
+def test_a_calibration_entry_scales_compute_and_memory_apart_or_alike():
+    from kernels_bench.hardware import hardware
+    from kernels_bench.sim import roofline_terms_ns
+
+    hw = hardware(SKU)
+    compute, memory = roofline_terms_ns(hw, BIG_GEMM)
+    assert compute > memory  # a big GEMM is compute bound
+    assert mean_latency_ns(hw, BIG_GEMM, {"gemm": (2.0, 100.0)}) == pytest.approx(2 * compute + 100)
+    assert mean_latency_ns(hw, BIG_GEMM, {"gemm": (1.0, 1e6, 0.0)}) == pytest.approx(1e6 * memory)
