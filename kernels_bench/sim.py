@@ -49,16 +49,15 @@ HOST_LAUNCH_NS = 6_000.0
 # cuDNN reaches about the modelled 0.6 of the bf16 peak with a 17 us floor (several
 # kernels per call); torch's flash about 0.33 of peak, with a 9.5 us floor (split-KV
 # decode adds a combine kernel); the memory-efficient kernel half flash's compute rate
-# (x3.31); the math backend, three unfused ops moving the score matrix, x11 of a
-# roofline on that traffic with a 20 us floor (the edge of the fit's grid). Held out by
-# shard, the median error is 3.8 % (cuDNN), 9.0 % (flash), 19 % (efficient), 6.2 %
-# (math): benchmarks/NOTES-harness.md. Applied to every simulated SKU: an assumption
+# (x3.31); the math backend, three unfused ops moving the score matrix, x11.6 of a
+# roofline on that traffic, no floor. Held out by shard, the median error is 3.8 %
+# (cuDNN), 9.0 % (flash), 19 % (efficient), 5.7 % (math): benchmarks/NOTES-harness.md. Applied to every simulated SKU: an assumption
 # until a second GPU model is measured.
 CALIBRATION = {"gemm": (1.05, 7_300.0), "memory": (0.96, 2_300.0), "norm": (1.39, 8_000.0),
                "attention": (1.25, 1.19, 12_500.0), "attention/sdpa-cudnn": (0.88, 0.93, 17_000.0),
                "attention/sdpa-flash": (1.85, 1.58, 9_500.0),
                "attention/sdpa-efficient": (3.31, 1.66, KERNEL_FLOOR_NS),
-               "attention/sdpa-math": (11.19, 11.19, 20_000.0)}
+               "attention/sdpa-math": (11.59, 11.59, 0.0)}
 THROTTLE_CLOCK_FRACTION = 0.6
 ATTENTION_TILE = 128  # query and key rows per tile of the fused attention kernels (FlashAttention-2's)
 
@@ -131,8 +130,9 @@ def work(hw: Hardware, case: Case) -> tuple[float, float]:
       are computed whole, so n tiles a side cost (n + 1) / 2n of the square, not half
       (prefill 512 causal takes 0.8 of its non-causal time, not 0.5);
     - the math backend is three unfused ops: it computes every score (a causal mask is
-      applied after) and moves the score matrix four times (written by the first matmul,
-      read and written by the softmax, read by the second matmul);
+      applied after), moves the score matrix four times (written by the first matmul,
+      read and written by the softmax, read by the second matmul) and, with grouped-query
+      heads, reads K and V once per query head;
     - torch's memory-efficient kernel does not split the keys across blocks: with fewer
       query blocks (batch x heads x q_len / 64) than SMs, only that share of the GPU
       works (a decode of batch 1 and 32 heads runs on 32 of 132 SMs, 4-5x slower than
@@ -147,7 +147,10 @@ def work(hw: Hardware, case: Case) -> tuple[float, float]:
     square = s.causal and s.q_len == s.kv_len  # the kernel counts half of the square's flops
     if case.backend == "sdpa-math":
         scores = s.batch * s.heads * s.q_len * s.kv_len * DTYPE_BYTES[case.dtype]
-        return (2 * flops if square else flops), nbytes + 4 * scores
+        # grouped-query heads: the matmuls read K and V once per query head (a GQA decode
+        # takes as long as with as many kv heads as query heads: 12.3 ms against 11.4)
+        expanded = 2 * s.batch * (s.heads - s.kv_heads) * s.kv_len * s.head_dim * DTYPE_BYTES[case.dtype]
+        return (2 * flops if square else flops), nbytes + 4 * scores + expanded
     if square:
         tiles = math.ceil(s.q_len / ATTENTION_TILE)
         flops *= (tiles + 1) / tiles

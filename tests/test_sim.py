@@ -125,6 +125,10 @@ def test_attention_work_follows_what_each_backend_computes_and_moves():
     # math: every score computed, and the bf16 score matrix moved four times
     math_causal = _sdpa("sdpa-math", q_len=512, kv_len=512, causal=True)
     assert work(hw, math_causal) == (square, k.bytes(math_causal) + 4 * 32 * 512 * 512 * 2)
+    # ... and with 8 kv heads for 32 query heads, K and V read once per query head
+    gqa = _sdpa("sdpa-math", q_len=1, kv_len=8192, kv_heads=8)
+    per_head = 2 * 8192 * 128 * 2  # K and V of one head, bf16
+    assert work(hw, gqa)[1] == k.bytes(gqa) + 4 * 32 * 8192 * 2 + 24 * per_head
     # memory-efficient decode of 32 heads: 32 query blocks on 132 SMs
     decode = _sdpa("sdpa-efficient", q_len=1, kv_len=8192)
     flops, nbytes = work(hw, decode)
