@@ -126,15 +126,18 @@ def coverage(runs: pd.DataFrame, stats: pd.DataFrame, registry: list[str]) -> st
     for pool, g in runs.groupby("pool"):
         s = stats[stats["pool"] == pool] if not stats.empty else stats
         counts = s["status"].value_counts().to_dict() if not s.empty else {}
-        other = sum(v for k, v in counts.items() if k not in ("ok", "failed", "timeout", "skipped"))
+        # stopped: a case the harness never reached before its shard was stopped (a budget
+        # or a signal): not measured, and no fault of the case
+        other = sum(v for k, v in counts.items() if k not in ("ok", "failed", "timeout", "stopped", "skipped"))
         per_pool.append([pool, g["device_kind"].iloc[0], g["gpu_sku"].iloc[0], ", ".join(sorted(g["run_id"].unique())),
                          g[["run_id", "shard"]].drop_duplicates().shape[0], len(s), counts.get("ok", 0),
-                         counts.get("failed", 0), counts.get("timeout", 0), counts.get("skipped", 0), other,
+                         counts.get("failed", 0), counts.get("timeout", 0), counts.get("stopped", 0),
+                         counts.get("skipped", 0), other,
                          ", ".join(f"{k}: {v}" for k, v in sorted(g["status"].value_counts().to_dict().items()))])
-    cols = ["pool", "device kind", "GPU", "run ids", "shards", "cases", "ok", "failed", "timeout", "skipped",
-            "other", "shard status"]
+    cols = ["pool", "device kind", "GPU", "run ids", "shards", "cases", "ok", "failed", "timeout", "stopped",
+            "skipped", "other", "shard status"]
     parts = [table(cols, per_pool, cls="coverage", id_="coverage-pools",
-                   numeric={"shards", "cases", "ok", "failed", "timeout", "skipped", "other"})]
+                   numeric={"shards", "cases", "ok", "failed", "timeout", "stopped", "skipped", "other"})]
     missing = sorted(set(registry) - set(runs["pool"].unique()))
     parts.append(f"<p id=\"pools-not-run\">Pools in the registry that did not run: "
                  f"{esc(', '.join(missing)) if missing else 'none'}.</p>")

@@ -44,8 +44,9 @@ def coverage(reader: Reader, nights: list[dict]) -> list[dict]:
     where, args = night_filter(nights)
     rows = reader.rows(
         f"SELECT pool, dt, count(*) AS cases, count(*) FILTER (status = 'ok') AS ok, "
-        f"count(*) FILTER (status = 'failed') AS failed, count(*) FILTER (status = 'skipped') AS skipped, "
-        f"count(*) FILTER (status NOT IN ('ok', 'failed', 'skipped')) AS other, "
+        f"count(*) FILTER (status = 'failed') AS failed, count(*) FILTER (status = 'timeout') AS timeout, "
+        f"count(*) FILTER (status = 'stopped') AS stopped, count(*) FILTER (status = 'skipped') AS skipped, "
+        f"count(*) FILTER (status NOT IN ('ok', 'failed', 'timeout', 'stopped', 'skipped')) AS other, "
         f"count(*) FILTER (status = 'ok' AND NOT coalesce(stable, true)) AS unstable "
         f"FROM perf.case_stats WHERE {where} GROUP BY pool, dt ORDER BY dt DESC, pool", args)
     return rows
