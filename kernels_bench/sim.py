@@ -43,7 +43,8 @@ HOST_LAUNCH_NS = 6_000.0
 # gemm, memory and norm: one scale and a floor, fitted on the first night (2026-11-26);
 # what they stand for: eager norms run several kernels and compute half precision in
 # fp32 (x1.39, 8 us); cuBLAS below a few hundred us pays a set-up a roofline does not
-# see (7.3 us). (The fit with two scales moves them by under 8 %; not applied.)
+# see (7.3 us). (The fit with two scales moves their scales by 6 % at most and gemm's
+# floor by 0.8 us; not applied.)
 # Attention: 113 cases of three leases (2026-11-26, -27 and -27's third), per backend
 # ("family/backend" keys, `calibration_for`), on the attention work model of `work`:
 # cuDNN reaches about the modelled 0.6 of the bf16 peak with a 17 us floor (several
@@ -51,8 +52,8 @@ HOST_LAUNCH_NS = 6_000.0
 # decode adds a combine kernel); the memory-efficient kernel half flash's compute rate
 # (x3.31); the math backend, three unfused ops moving the score matrix, x11.6 of a
 # roofline on that traffic, no floor. Held out by shard, the median error is 3.8 %
-# (cuDNN), 9.0 % (flash), 19 % (efficient), 5.7 % (math): benchmarks/NOTES-harness.md. Applied to every simulated SKU: an assumption
-# until a second GPU model is measured.
+# (cuDNN), 9.0 % (flash), 19 % (efficient), 5.7 % (math): benchmarks/NOTES-harness.md.
+# Applied to every simulated SKU: an assumption until a second GPU model is measured.
 CALIBRATION = {"gemm": (1.05, 7_300.0), "memory": (0.96, 2_300.0), "norm": (1.39, 8_000.0),
                "attention": (1.25, 1.19, 12_500.0), "attention/sdpa-cudnn": (0.88, 0.93, 17_000.0),
                "attention/sdpa-flash": (1.85, 1.58, 9_500.0),
@@ -135,8 +136,8 @@ def work(hw: Hardware, case: Case) -> tuple[float, float]:
       heads, reads K and V once per query head;
     - torch's memory-efficient kernel does not split the keys across blocks: with fewer
       query blocks (batch x heads x q_len / 64) than SMs, only that share of the GPU
-      works (a decode of batch 1 and 32 heads runs on 32 of 132 SMs, 4-5x slower than
-      flash's split-KV decode)."""
+      works (a decode of batch 1 and 32 heads runs on 32 of 132 SMs, 3-7x slower than
+      flash's split-KV decode, the longer the KV cache the more)."""
     k = kernel_for(case.kernel)
     flops, nbytes = k.flops(case), k.bytes(case)
     if case.family != "attention":
