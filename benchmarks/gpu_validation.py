@@ -21,6 +21,7 @@ reached by the largest GEMM and copy. A JSON of every figure goes to --out; with
     python benchmarks/gpu_validation.py --smoke --device cpu --out /tmp/v.json   # logic only
     python benchmarks/gpu_validation.py --render /tmp/v.json --notes benchmarks/NOTES-harness.md
     python benchmarks/gpu_validation.py --night .gpu-night --budget-s 540         # see --night
+    python benchmarks/gpu_validation.py --night .gpu-night --budget-s 140 --fill  # a lease's last minutes
 
 --smoke uses toy shapes and short stopping rules; on a CPU it checks the script's logic
 and says that do_bench and CUDA graphs are unavailable (no figure it prints validates
@@ -68,7 +69,9 @@ SMOKE_CASES = [
 PEAK_CASES = {"matmul": "tflops", "copy": "gbps"}
 # --night: validation first (it is #22's proof), then the suites, most used first:
 # suite -> (shards, seconds one shard is expected to take). A unit starts only where its
-# estimate is left of the budget: a shard lands at its end, so one killed midway is lost.
+# estimate is left of the budget: a shard stopped midway keeps the cases it finished (the
+# rest `stopped`) but is measured again whole by the next call. With --fill, the last
+# FILL_MIN_S or more of the budget start a shard anyway: for a lease's last call.
 # Measured on the H200: shards of 9-91 s on 2026-11-26 (roofline 66, llm-gemm 91 each,
 # memory 40, norm 64, selftest-accuracy 9); on 2026-11-27 an attention shard of 4 was
 # killed after 215 s at 28 of 48 cases (its sdpa-math cases take seconds each, one
@@ -79,6 +82,7 @@ NIGHT_SUITES = {"roofline": (1, 100), "llm-gemm": (2, 100), "memory": (1, 100), 
 # shards travel back from a lent machine in one small file.
 NIGHT_STOPPING = {"min_time_s": 0.05, "timeout_s": 1.0, "max_samples": 2000}
 NIGHT_VALIDATION_S = 60  # a case or two at least; it resumes where a killed call stopped
+FILL_MIN_S = 60.0  # --fill: a shard started with less would hardly finish a case (set-up, warm-up, stop grace)
 
 
 def parse_args(argv):
@@ -93,6 +97,9 @@ def parse_args(argv):
     ap.add_argument("--night", metavar="DIR", help="validation and every suite on cuda, resumable, under DIR")
     ap.add_argument("--budget-s", type=float, default=540.0, help="--night: wall seconds this call may use")
     ap.add_argument("--pool", default="h100", help="--night: pool written in the run rows")
+    ap.add_argument("--fill", action="store_true",
+                    help=f"--night: with at least {FILL_MIN_S:.0f} s left, start a unit its estimate does not fit "
+                         "(stopped at the budget, it keeps the cases it finished); for a lease's last call")
     ap.add_argument("--only", help="--night: comma-separated units to run (validation and/or suite names), "
                                    "e.g. attention,collectives; default all")
     args = ap.parse_args(argv)
@@ -105,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.night:
         only = [u.strip() for u in args.only.split(",")] if args.only else None
-        return night(Path(args.night), args.budget_s, args.pool, args.device, args.smoke, only)
+        return night(Path(args.night), args.budget_s, args.pool, args.device, args.smoke, only, args.fill)
     if args.render:
         report = json.loads(Path(args.render).read_text())
         print_report(report)
@@ -404,11 +411,13 @@ def write_notes(path: Path, report: dict) -> None:
 
 
 def night(out: Path, budget_s: float, pool: str, device: str, smoke: bool = False,
-          only: list[str] | None = None) -> int:
+          only: list[str] | None = None, fill: bool = False) -> int:
     """Validation, then every suite shard by shard, under `out`; units already done are
     skipped, and no unit starts that the remaining budget is not expected to fit.
     `smoke`: the smoke validation and the cpu-smoke suite, to check this loop anywhere.
-    `only`: the units to run, by name (`validation`, suite names); the others are left."""
+    `only`: the units to run, by name (`validation`, suite names); the others are left.
+    `fill`: a unit starts anyway while FILL_MIN_S are left (one at the budget is stopped
+    and keeps what it finished; the next call measures it again)."""
     from kernels_bench.runner import run_harness, shard_complete
 
     deadline = time.monotonic() + budget_s
@@ -447,7 +456,7 @@ def night(out: Path, budget_s: float, pool: str, device: str, smoke: bool = Fals
             remaining = deadline - time.monotonic()
             if done():
                 continue
-            if remaining < estimate_s:
+            if remaining < estimate_s and not (fill and remaining >= FILL_MIN_S):
                 left.append(name)
                 continue
             log = out / "logs" / (name.replace(" ", "-").replace("/", "of") + ".log")

@@ -120,6 +120,16 @@ def test_night_estimates_each_suite_s_shards_apart(gv, tmp_path, capsys):
     assert not (tmp_path / "night" / "logs").exists()
 
 
+def test_night_with_fill_starts_a_shard_its_estimate_does_not_fit_in_the_last_minutes(gv, tmp_path, capsys):
+    # the lease's last call: 62 s left, under attention's 210 s estimate (without --fill
+    # nothing starts: the test above); with it the shards start (here, on a machine
+    # without CUDA, each fails at once and is left for the next call)
+    assert gv.night(tmp_path / "night", budget_s=62.0, pool="h200", device="cuda", only=["attention"],
+                    fill=True) == 3
+    assert "] attention 0/8 (budget left" in capsys.readouterr().out
+    assert "attention-0of8.log" in {p.name for p in (tmp_path / "night" / "logs").iterdir()}
+
+
 @pytest.mark.slow  # measures, lands and validates on the CPU (~20 s): the end-to-end tier
 def test_night_smoke_on_cpu_lands_a_shard_and_a_validation_and_a_second_call_redoes_nothing(tmp_path):
     night = tmp_path / "night"
