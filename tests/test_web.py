@@ -320,3 +320,32 @@ def test_a_compare_side_too_large_for_one_request_answers_400_before_loading_it(
     with TestClient(create_app(bench["lake"]), raise_server_exceptions=False, base_url=LOCAL, client=PEER) as c:
         r = c.get(bench["pages"]["compare (two runs)"])
     assert r.status_code == 400 and "compared at once here; narrow it" in detail(r)
+
+
+def test_the_overview_counts_timeouts_and_stopped_cases_apart_from_other():
+    """The web overview's coverage query, run by DuckDB over a perf.case_stats holding
+    the statuses a partly stopped night has (the third H200 lease's shard 5)."""
+    import duckdb
+
+    from pipelines.web.overview import coverage
+
+    class Reader:  # the two calls coverage makes of pipelines.web.reader.Reader, on a real DuckDB
+        def __init__(self):
+            self.con = duckdb.connect()
+            self.con.execute("CREATE SCHEMA perf")
+            statuses = ["ok"] * 12 + ["timeout"] + ["stopped"] * 11 + ["failed", "skipped", "odd"]
+            self.con.execute("CREATE TABLE perf.case_stats (pool VARCHAR, dt VARCHAR, status VARCHAR, stable BOOLEAN)")
+            self.con.executemany("INSERT INTO perf.case_stats VALUES ('h200', '2026-11-27', ?, true)",
+                                 [[s] for s in statuses])
+
+        def has(self, table):
+            return table == "case_stats"
+
+        def rows(self, query, params=()):
+            cur = self.con.execute(query, list(params))
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, r)) for r in cur.fetchall()]
+
+    [row] = coverage(Reader(), [{"dt": "2026-11-27", "pool": "h200"}])
+    assert {k: row[k] for k in ("cases", "ok", "failed", "timeout", "stopped", "skipped", "other")} == \
+        {"cases": 27, "ok": 12, "failed": 1, "timeout": 1, "stopped": 11, "skipped": 1, "other": 1}
