@@ -113,15 +113,18 @@ def test_night_only_runs_the_units_it_names_and_refuses_an_unknown_one(gv, tmp_p
 
 
 def test_night_estimates_each_suite_s_shards_apart(gv, tmp_path, capsys):
-    # an attention shard took 189-199 s on an H200; one killed at the budget lands nothing,
-    # so 150 s left starts none (a 100 s estimate would have started one and lost it)
-    assert gv.night(tmp_path / "night", budget_s=150.0, pool="h200", device="cuda", only=["attention"]) == 3
+    # an attention shard takes 44-58 s on an H200 (estimate 90 s), the others' estimate is
+    # 100 s: 95 s left starts no other suite's shard but would start an attention one
+    assert gv.night(tmp_path / "night", budget_s=95.0, pool="h200", device="cuda", only=["roofline"]) == 3
+    assert "to do in the next call: roofline 0/1" in capsys.readouterr().out
+    assert not (tmp_path / "night" / "logs").exists()
+    assert gv.night(tmp_path / "night", budget_s=80.0, pool="h200", device="cuda", only=["attention"]) == 3
     assert "to do in the next call: attention 0/8" in capsys.readouterr().out
     assert not (tmp_path / "night" / "logs").exists()
 
 
 def test_night_with_fill_starts_a_shard_its_estimate_does_not_fit_in_the_last_minutes(gv, tmp_path, capsys):
-    # the lease's last call: 62 s left, under attention's 210 s estimate (without --fill
+    # the lease's last call: 62 s left, under attention's 90 s estimate (without --fill
     # nothing starts: the test above); with it the shards start (here, on a machine
     # without CUDA, each fails at once and is left for the next call)
     assert gv.night(tmp_path / "night", budget_s=62.0, pool="h200", device="cuda", only=["attention"],
