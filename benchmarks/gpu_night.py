@@ -15,11 +15,13 @@ prints, as markdown:
 
     python benchmarks/gpu_night.py truth kernels_bench/reference/h200-2026-11-26
     python benchmarks/gpu_night.py sim kernels_bench/reference/h200-2026-11-26
-    python benchmarks/gpu_night.py sim --fit kernels_bench/reference/h200-2026-11-2*
-    python benchmarks/gpu_night.py sim --holdout kernels_bench/reference/h200-2026-11-2*
+    python benchmarks/gpu_night.py sim --fit kernels_bench/reference/h*
+    python benchmarks/gpu_night.py sim --holdout kernels_bench/reference/h*
 
 sim pools the cases of every night named; families whose backends differ by more than a
 scale can absorb (`BACKEND_SPREAD`: attention) are fitted and reported per backend too.
+With nights of two GPU models of other bandwidths per SM-clock (an H200 and an H100),
+the fit adds an SM-side byte rate and weighs each GPU model alike (`fit_calibration`).
 """
 from __future__ import annotations
 
@@ -96,10 +98,10 @@ def truth(night: Path) -> list[str]:
 BACKEND_SPREAD = {"attention": ("sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math")}
 
 
-def sim_cases(nights: list[Path]) -> list[tuple[str, str, float, tuple[float, float], float]]:
-    """(family, shard, measured median, (compute ns, memory ns) of the model without scale
-    or floor, calibrated model) for every ok case of the nights, each on its night's own
-    SKU; `shard` names the night and shard, the unit a held-out check leaves out."""
+def sim_cases(nights: list[Path]) -> list[tuple[str, str, float, tuple[float, float, float], float, str]]:
+    """(family, shard, measured median, (compute ns, memory ns, SM ns) of the model without
+    scale or floor, calibrated model, GPU SKU) for every ok case of the nights, each on its
+    night's own SKU; `shard` names the night and shard, the unit a held-out check leaves out."""
     from kernels_bench.case import Case
     from kernels_bench.hardware import hardware
     from kernels_bench.sim import mean_latency_ns, roofline_terms_ns
@@ -114,7 +116,7 @@ def sim_cases(nights: list[Path]) -> list[tuple[str, str, float, tuple[float, fl
                 if case.case_id != r.case_id:
                     raise ValueError(f"{r.case_id}: its params rebuild another case ({case.case_id})")
                 row = (f"{night.name}/{name}", float(medians[r.case_id]), roofline_terms_ns(hw, case),
-                       mean_latency_ns(hw, case))
+                       mean_latency_ns(hw, case), hw.sku)
                 out.append((r.family, *row))
                 if len(BACKEND_SPREAD.get(r.family, ())) > 1:  # backends far apart: each one too
                     out.append((f"{r.family}/{r.backend}", *row))
@@ -126,8 +128,8 @@ def sim_error(nights: list[Path]) -> list[str]:
     from kernels_bench.sim import KERNEL_FLOOR_NS
 
     by_family: dict[str, list[tuple[float, float]]] = {}
-    for family, _, measured, terms, calibrated in sim_cases(nights):
-        by_family.setdefault(family, []).append(((max(terms) + KERNEL_FLOOR_NS) / measured - 1,
+    for family, _, measured, terms, calibrated, _ in sim_cases(nights):
+        by_family.setdefault(family, []).append(((max(terms[:2]) + KERNEL_FLOOR_NS) / measured - 1,
                                                  calibrated / measured - 1))
     out = ["| family | cases | uncalibrated: median error / median abs / within 10 % "
            "| calibrated: median error / median abs / within 10 % |", "| --- | --- | --- | --- |"]
@@ -143,74 +145,128 @@ def _summary(errs) -> str:
             f"{sum(a <= 0.10 for a in absolute)} of {len(errs)}")
 
 
-def fit_calibration(measured, terms, min_cases_for_floor: int = 20, min_cases_per_term: int = 5):
-    """The (compute scale, memory scale, floor_ns) of least median absolute log error for
-    cases with these measured medians and (compute ns, memory ns) terms. Parameters are
-    fitted only where the cases can tell them apart: the floor where there are at least
-    `min_cases_for_floor` (else KERNEL_FLOOR_NS), two scales where at least
-    `min_cases_per_term` cases are bound by each term (else one for both)."""
+def fit_calibration(measured, terms, min_cases_for_floor: int = 20, min_cases_per_term: int = 5,
+                    sm_rate: bool = False, gpus=None) -> tuple[float, float, float, float | None]:
+    """The (compute scale, memory scale, floor_ns, SM bytes per clock) of least median
+    absolute log error for cases with these measured medians and `roofline_terms_ns`
+    terms (compute, memory[, SM]). Parameters are fitted only where the cases can tell
+    them apart: the floor where there are at least `min_cases_for_floor` (else
+    KERNEL_FLOOR_NS), two scales where at least `min_cases_per_term` cases are bound by
+    each term (else one for both), and the SM rate only with `sm_rate`, for cases from
+    GPUs of other bandwidths per SM-clock (on one GPU model the memory and SM terms are
+    the same bytes over two constants; else None: no SM bound). `gpus`: each case's GPU
+    model; the loss is then the mean over GPU models of each one's median, so that a GPU
+    measured on fewer cases counts as much as one measured on many."""
     import numpy as np
 
     from kernels_bench.sim import KERNEL_FLOOR_NS
 
-    measured = np.asarray(measured, float)
-    compute, memory = (np.asarray(v, float) for v in zip(*terms))
-    scales = np.exp(np.linspace(np.log(0.5), np.log(100.0), 301))
-    floors = np.arange(0.0, 20_001.0, 500.0) if len(measured) >= min_cases_for_floor else np.array([KERNEL_FLOOR_NS])
+    y = np.asarray(measured, float)
+    cols = [np.asarray(v, float) for v in zip(*terms)]
+    compute, memory = cols[0], cols[1]
+    sm = cols[2] if len(cols) > 2 else np.zeros_like(y)
     compute_bound = int((compute >= memory).sum())
-    two = min(compute_bound, len(measured) - compute_bound) >= min_cases_per_term
+    two = min(compute_bound, len(y) - compute_bound) >= min_cases_per_term
+    fit_floor = len(y) >= min_cases_for_floor
+    if not sm_rate:  # the exhaustive grid of one GPU model
+        scales = np.exp(np.linspace(np.log(0.5), np.log(100.0), 301))
+        floors = np.arange(0.0, 20_001.0, 500.0) if fit_floor else np.array([KERNEL_FLOOR_NS])
+        return _search(y, compute, memory, sm, scales, scales, floors, [None], two, gpus)
+    # with the SM rate, a coarse grid and then a fine one around its best
+    scales = np.exp(np.linspace(np.log(0.5), np.log(100.0), 61))
+    rates = [None, *np.exp(np.linspace(np.log(1.0), np.log(64.0), 17))]  # bytes per SM per clock
+    floors = np.arange(0.0, 20_001.0, 2000.0) if fit_floor else np.array([KERNEL_FLOOR_NS])
+    sc, sm_scale, floor, rate = _search(y, compute, memory, sm, scales, scales, floors, rates, two, gpus)
+    step = scales[1] / scales[0]
+
+    def around(v, n=41):
+        return np.exp(np.linspace(np.log(v / step ** 2), np.log(v * step ** 2), n))
+
+    floors = np.arange(max(0.0, floor - 2000.0), floor + 2001.0, 250.0) if fit_floor else floors
+    rate_step = rates[2] / rates[1]
+    fine_rates = [None] if rate is None else list(np.exp(np.linspace(np.log(rate / rate_step),
+                                                                     np.log(rate * rate_step), 9)))
+    return _search(y, compute, memory, sm, around(sc), around(sm_scale), floors, fine_rates, two, gpus)
+
+
+def _search(y, compute, memory, sm, compute_scales, memory_scales, floors, rates, two, gpus=None):
+    """Grid search of `fit_calibration`: the best (compute scale, memory scale, floor, rate)."""
+    import numpy as np
+
+    groups = [slice(None)] if gpus is None else [np.asarray(gpus) == g for g in sorted(set(gpus))]
     best = None
-    for floor in floors:
-        if two:  # compute scale x memory scale x cases
-            model = np.maximum(scales[:, None, None] * compute, scales[None, :, None] * memory) + floor
-        else:
-            model = (scales[:, None] * np.maximum(compute, memory) + floor)[:, None, :]
-        loss = np.median(np.abs(np.log(model / measured)), axis=-1)
-        i, j = np.unravel_index(np.argmin(loss), loss.shape)
-        if best is None or loss[i, j] < best[0]:
-            best = (loss[i, j], scales[i], scales[j] if two else scales[i], floor)
-    return float(best[1]), float(best[2]), float(best[3])
+    for rate in rates:
+        sm_bound = sm / rate if rate else 0.0
+        for floor in floors:
+            if two:  # compute scale x memory scale x cases
+                model = np.maximum(compute_scales[:, None, None] * compute, memory_scales[None, :, None] * memory)
+            else:
+                model = (compute_scales[:, None] * np.maximum(compute, memory))[:, None, :]
+            model = np.maximum(model, sm_bound) + floor
+            error = np.abs(np.log(model / y))
+            loss = np.mean([np.median(error[..., g], axis=-1) for g in groups], axis=0)
+            i, j = np.unravel_index(np.argmin(loss), loss.shape)
+            if best is None or loss[i, j] < best[0]:
+                best = (loss[i, j], compute_scales[i], memory_scales[j] if two else compute_scales[i], floor, rate)
+    return float(best[1]), float(best[2]), float(best[3]), None if best[4] is None else float(best[4])
 
 
-def _grouped(nights: list[Path]) -> dict[str, list[tuple[str, float, tuple[float, float]]]]:
+def _grouped(nights: list[Path]) -> dict[str, list[tuple[str, float, tuple[float, float, float], str]]]:
     by_family: dict[str, list] = {}
-    for family, shard, measured, terms, _ in sim_cases(nights):
-        by_family.setdefault(family, []).append((shard, measured, terms))
+    for family, shard, measured, terms, _, sku in sim_cases(nights):
+        by_family.setdefault(family, []).append((shard, measured, terms, sku))
     return by_family
+
+
+def _fit(rows) -> tuple[float, float, float, float | None]:
+    """`fit_calibration` over (shard, measured, terms, sku) rows, with an SM rate where
+    they come from GPUs of more than one bandwidth per SM-clock."""
+    from kernels_bench.hardware import hardware
+
+    _, measured, terms, skus = zip(*rows)
+    ratios = {round(h.memory_bandwidth_gbps / ((h.sm_count or 1) * (h.sm_clock_default_mhz or 1)), 3)
+              for h in map(hardware, set(skus))}
+    return fit_calibration(measured, terms, sm_rate=len(ratios) > 1, gpus=skus if len(set(skus)) > 1 else None)
 
 
 def sim_fit(nights: list[Path]) -> list[str]:
     """Per family, `fit_calibration` over every case of the nights: the entries that
     `kernels_bench.sim.CALIBRATION` holds."""
-    out = ["| family | cases | compute scale | memory scale | floor ns | median abs error after |",
-           "| --- | --- | --- | --- | --- | --- |"]
+    from kernels_bench.sim import calibrated_ns
+
+    out = ["| family | cases | compute scale | memory scale | floor ns | SM bytes per clock | median abs error after |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
     for family, rows in sorted(_grouped(nights).items()):
         if len(rows) < 3:
-            out.append(f"| {family} | {len(rows)} | - | - | - | (under 3 cases: not fitted) |")
+            out.append(f"| {family} | {len(rows)} | - | - | - | - | (under 3 cases: not fitted) |")
             continue
-        _, measured, terms = zip(*rows)
-        sc, sm, floor = fit_calibration(measured, terms)
-        errs = [abs((max(sc * c, sm * m) + floor) / y - 1) for y, (c, m) in zip(measured, terms)]
-        out.append(f"| {family} | {len(rows)} | {sc:.2f} | {sm:.2f} | {floor:.0f} | {statistics.median(errs):.1%} |")
+        entry = _fit(rows)
+        errs = [abs(calibrated_ns(terms, entry) / y - 1) for _, y, terms, _ in rows]
+        rate = "-" if entry[3] is None else f"{entry[3]:.2f}"
+        out.append(f"| {family} | {len(rows)} | {entry[0]:.2f} | {entry[1]:.2f} | {entry[2]:.0f} | {rate} "
+                   f"| {statistics.median(errs):.1%} |")
     return out
 
 
-def holdout_errors(nights: list[Path], families: tuple[str, ...] | None = None) -> dict[str, list[float]]:
+def holdout_errors(nights: list[Path], families: tuple[str, ...] | None = None,
+                   held_out: str | None = None) -> dict[str, list[float]]:
     """Per family (all, or those named), each case's error when the calibration is fitted
     on every other shard of the nights (leave one shard out): how the model projects
-    cases it was not fitted on."""
+    cases it was not fitted on. `held_out`: only the shards whose name starts with it are
+    held out (each in turn; the fits still use every other shard)."""
+    from kernels_bench.sim import calibrated_ns
+
     out: dict[str, list[float]] = {}
     for family, rows in _grouped(nights).items():
         if families is not None and family not in families:
             continue
-        for shard in sorted({r[0] for r in rows}):
+        for shard in sorted({r[0] for r in rows if held_out is None or r[0].startswith(held_out)}):
             train = [r for r in rows if r[0] != shard]
             if len(train) < 3:
                 continue
-            _, measured, terms = zip(*train)
-            sc, sm, floor = fit_calibration(measured, terms)
-            out.setdefault(family, []).extend((max(sc * c, sm * m) + floor) / y - 1
-                                              for s, y, (c, m) in rows if s == shard)
+            entry = _fit(train)
+            out.setdefault(family, []).extend(calibrated_ns(terms, entry) / y - 1
+                                              for s, y, terms, _ in rows if s == shard)
     return out
 
 

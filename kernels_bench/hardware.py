@@ -27,6 +27,9 @@ class Hardware:
     # Per-direction GPU-to-GPU bandwidth (NVLink, else PCIe): the roof of a collective's
     # bus bandwidth (nccl-tests' busbw), None where the catalog does not say.
     link_bandwidth_gbps: float | None = None
+    # The GPU chip (die) of the SKU: SKUs of one chip (the H100 and H200 are both GH100)
+    # have the same SMs and clocks and differ in memory only.
+    chip: str | None = None
 
     def roofline_ns(self, flops: float, bytes_: float, dtype: str) -> float:
         """Lower bound of a call's time: the slower of compute and memory traffic."""
@@ -59,7 +62,7 @@ def load_catalog(path: str | None = None) -> dict[str, Hardware]:
             l2_bytes=spec.get("l2_bytes"), sm_count=spec.get("sm_count"),
             memory_bytes=spec.get("memory_bytes"), board_power_w=_float(spec.get("board_power_w")),
             sm_clock_default_mhz=spec.get("sm_clock_default_mhz"), source=spec["source"],
-            link_bandwidth_gbps=_float(spec.get("link_bandwidth_gbps")))
+            link_bandwidth_gbps=_float(spec.get("link_bandwidth_gbps")), chip=spec.get("chip"))
     return out
 
 

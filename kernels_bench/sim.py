@@ -35,30 +35,37 @@ from kernels_bench.stopping import StoppingRule
 # H200 host measured 10-11 us: benchmarks/NOTES-harness.md).
 KERNEL_FLOOR_NS = 2_500.0
 HOST_LAUNCH_NS = 6_000.0
-# Per family, (scale, floor_ns) or (compute scale, memory scale, floor_ns): a call takes
-# the slower of its compute and memory terms at the modelled efficiency, each times its
-# scale, plus floor_ns. Fitted on the REAL H200 nights (kernels_bench/reference/h200-*)
-# by `python benchmarks/gpu_night.py sim --fit`: the least median absolute log error per
-# family; `selftest`, a no-op and a planted error, is not a kernel family to calibrate.
-# gemm, memory and norm: one scale and a floor, fitted on the first night (2026-11-26);
-# what they stand for: eager norms run several kernels and compute half precision in
-# fp32 (x1.39, 8 us); cuBLAS below a few hundred us pays a set-up a roofline does not
-# see (7.3 us). (The fit with two scales moves their scales by 6 % at most and gemm's
-# floor by 0.8 us; not applied.)
-# Attention: 113 cases of three leases (2026-11-26, -27 and -27's third), per backend
-# ("family/backend" keys, `calibration_for`), on the attention work model of `work`:
-# cuDNN reaches about the modelled 0.6 of the bf16 peak with a 17 us floor (several
-# kernels per call); torch's flash about 0.33 of peak, with a 9.5 us floor (split-KV
-# decode adds a combine kernel); the memory-efficient kernel half flash's compute rate
-# (x3.31); the math backend, three unfused ops moving the score matrix, x11.6 of a
-# roofline on that traffic, no floor. Held out by shard, the median error is 3.8 %
-# (cuDNN), 9.0 % (flash), 19 % (efficient), 5.7 % (math): benchmarks/NOTES-harness.md.
-# Applied to every simulated SKU: an assumption until a second GPU model is measured.
-CALIBRATION = {"gemm": (1.05, 7_300.0), "memory": (0.96, 2_300.0), "norm": (1.39, 8_000.0),
-               "attention": (1.25, 1.19, 12_500.0), "attention/sdpa-cudnn": (0.88, 0.93, 17_000.0),
-               "attention/sdpa-flash": (1.85, 1.58, 9_500.0),
-               "attention/sdpa-efficient": (3.31, 1.66, KERNEL_FLOOR_NS),
-               "attention/sdpa-math": (11.59, 11.59, 0.0)}
+# Per family, (scale, floor_ns), (compute scale, memory scale, floor_ns) or (compute
+# scale, memory scale, floor_ns, SM bytes per clock): a call takes the slowest of its
+# compute and memory terms at the modelled efficiency, each times its scale, and (with
+# the fourth) of its bytes at that rate per SM per clock; plus floor_ns
+# (`calibrated_ns`). Fitted on the REAL nights (kernels_bench/reference/) by `python
+# benchmarks/gpu_night.py sim --fit`: the least median absolute log error per family
+# (with two GPU models, the mean of each one's median); `selftest`, a no-op and a planted
+# error, is not a kernel family to calibrate.
+# gemm, memory and norm: one scale and a floor, fitted on the first H200 night
+# (2026-11-26); what they stand for: eager norms run several kernels and compute half
+# precision in fp32 (8 us); cuBLAS below a few hundred us pays a set-up a roofline does
+# not see (7.3 us). (The fit with two scales moves their scales by 6 % at most and
+# gemm's floor by 0.8 us; not applied.) Their scales were rescaled when the efficiency
+# factor became per chip (`efficiency`), so that the H200's model is what it was.
+# Attention: 256 cases of five leases (four on an H200, one on an H100, 2026-11-26 and
+# -27), per backend ("family/backend" keys, `calibration_for`), on the attention work
+# model of `work`: cuDNN reaches about the modelled share of peak and of HBM with a 15 us
+# floor (several kernels per call); torch's flash about 0.37 of peak and, in decode, at
+# most 10.4 bytes per SM per clock (2.7 TB/s on 132 SMs at 1980 MHz: an H200's HBM is
+# not the bound, an H100's nearly is); the memory-efficient kernel half flash's compute
+# rate, bound in the SMs the same way; the math backend, three unfused ops moving the
+# score matrix, x8 of a roofline on that traffic and at most 1.4 bytes per SM per clock.
+# Held out by shard (fitted on every other shard, both GPU models), the median error is
+# 5.8 % on the H100's shards and 5.5 % on the H200's: benchmarks/NOTES-harness.md.
+# The pooled "attention" entry is a fallback for a backend not measured (36 % off).
+CALIBRATION = {"gemm": (0.949, 7_300.0), "memory": (1.021, 2_300.0), "norm": (1.516, 8_000.0),
+               "attention": (0.95, 1.02, 10_000.0, 11.81),
+               "attention/sdpa-cudnn": (0.78, 0.86, 14_750.0),
+               "attention/sdpa-flash": (1.62, 1.09, 11_250.0, 10.37),
+               "attention/sdpa-efficient": (3.11, 1.01, 14_750.0, 10.37),
+               "attention/sdpa-math": (8.07, 8.07, 2_000.0, 1.38)}
 THROTTLE_CLOCK_FRACTION = 0.6
 ATTENTION_TILE = 128  # query and key rows per tile of the fused attention kernels (FlashAttention-2's)
 
@@ -112,7 +119,9 @@ def efficiency(hw: Hardware, case: Case) -> tuple[float, float]:
     """Fractions of peak compute and of peak bandwidth reached: both grow with problem
     size (tile and wave quantisation, launch ramp), scaled per SKU and family."""
     p = case.p
-    sku_factor = 0.85 + 0.15 * _unit("sku-eff", hw.sku, case.family)
+    # per chip, not per SKU: a real H100 and H200 (one chip, other memory) ran attention
+    # bound in the SMs at the same speed (benchmarks/NOTES-harness.md, "Fourth lease")
+    sku_factor = 0.85 + 0.15 * _unit("sku-eff", hw.chip or hw.sku, case.family)
     size_bytes = kernel_for(case.kernel).bytes(case)
     memory = 0.92 * size_bytes / (size_bytes + 8e6)
     if case.family == "gemm":
@@ -162,29 +171,49 @@ def work(hw: Hardware, case: Case) -> tuple[float, float]:
     return flops, nbytes
 
 
-def roofline_terms_ns(hw: Hardware, case: Case) -> tuple[float, float]:
-    """(compute ns, memory ns) of one call at the modelled efficiency, unscaled."""
+def roofline_terms_ns(hw: Hardware, case: Case) -> tuple[float, float, float]:
+    """(compute ns, memory ns, SM ns) of one call, unscaled: its flops at the modelled
+    share of peak, its bytes at the modelled share of the HBM bandwidth, and its bytes at
+    one byte per SM per clock. The third is the rate at which the SMs themselves take data
+    in: kernels that cannot keep enough loads in flight (a decode with few blocks per SM)
+    are bound there, and it is the same on two SKUs of one chip whatever their memory (a
+    real H100 ran flash decode as fast as an H200 with 1.43x its bandwidth)."""
     flops, nbytes = work(hw, case)
     eff_c, eff_m = efficiency(hw, case)
     peak = hw.peak_tflops.get(case.dtype) or hw.peak_tflops["fp32"]
-    return flops / (peak * 1e3 * max(eff_c, 1e-3)), nbytes / (hw.memory_bandwidth_gbps * max(eff_m, 1e-3))
+    per_clock = (hw.sm_count or 0) * (hw.sm_clock_default_mhz or 0) / 1e3  # SM-clocks per ns
+    return (flops / (peak * 1e3 * max(eff_c, 1e-3)), nbytes / (hw.memory_bandwidth_gbps * max(eff_m, 1e-3)),
+            nbytes / per_clock if per_clock else 0.0)
 
 
 def mean_latency_ns(hw: Hardware, case: Case, calibration: dict | None = None) -> float:
     """The model's mean latency of one call; `calibration` (default CALIBRATION; {} for
-    the uncalibrated roofline) maps a family to its (scale, floor_ns) or (compute scale,
-    memory scale, floor_ns)."""
-    compute_ns, memory_ns = roofline_terms_ns(hw, case)
-    compute_scale, memory_scale, floor = calibration_for(case, CALIBRATION if calibration is None else calibration)
-    return max(compute_scale * compute_ns, memory_scale * memory_ns) + floor
+    the uncalibrated roofline) maps a family to its entry (`calibration_for`)."""
+    entry = calibration_for(case, CALIBRATION if calibration is None else calibration)
+    return calibrated_ns(roofline_terms_ns(hw, case), entry)
 
 
-def calibration_for(case: Case, calibration: dict) -> tuple[float, float, float]:
-    """(compute scale, memory scale, floor_ns) for `case`: its family and backend's entry
-    ("attention/sdpa-math") where the real nights measured that backend, else its
-    family's, else none; a (scale, floor_ns) entry scales both terms alike."""
+def calibrated_ns(terms: tuple[float, float, float], entry: tuple[float, float, float, float | None]) -> float:
+    """A call's modelled time from its `roofline_terms_ns` and a calibration entry: the
+    slowest of its scaled compute and memory terms and, where the entry has an SM rate,
+    its bytes at that many bytes per SM per clock; plus the floor."""
+    compute_ns, memory_ns, sm_ns = terms
+    compute_scale, memory_scale, floor, sm_bytes_per_clock = entry
+    slowest = max(compute_scale * compute_ns, memory_scale * memory_ns)
+    if sm_bytes_per_clock:
+        slowest = max(slowest, sm_ns / sm_bytes_per_clock)
+    return slowest + floor
+
+
+def calibration_for(case: Case, calibration: dict) -> tuple[float, float, float, float | None]:
+    """(compute scale, memory scale, floor_ns, SM bytes per clock or None) for `case`: its
+    family and backend's entry ("attention/sdpa-math") where the real nights measured that
+    backend, else its family's, else none; a (scale, floor_ns) entry scales both terms
+    alike, and one without an SM rate sets no bound there."""
     entry = calibration.get(f"{case.family}/{case.backend}") or calibration.get(case.family, (1.0, KERNEL_FLOOR_NS))
-    return entry if len(entry) == 3 else (entry[0], entry[0], entry[1])
+    if len(entry) == 2:
+        return entry[0], entry[0], entry[1], None
+    return (*entry, None) if len(entry) == 3 else tuple(entry)
 
 
 @dataclass

@@ -104,12 +104,14 @@ def test_the_attention_model_fitted_on_the_first_leases_projects_the_third():
     """Out of sample: the calibration fitted on the 23 attention cases of the first two
     leases, applied to the 90 cases of the third (other shapes, another day)."""
     gpu_night = _gpu_night()
+    from kernels_bench.sim import calibrated_ns
+
     first, third = gpu_night._grouped([NIGHT, SECOND]), gpu_night._grouped([THIRD])
     errors = []
     for backend in (*FUSED, "sdpa-math"):
-        _, measured, terms = zip(*first[f"attention/{backend}"])
-        sc, sm, floor = gpu_night.fit_calibration(measured, terms)
-        errors += [abs((max(sc * c, sm * m) + floor) / y - 1) for _, y, (c, m) in third[f"attention/{backend}"]]
+        _, measured, terms, _ = zip(*first[f"attention/{backend}"])
+        entry = gpu_night.fit_calibration(measured, terms)
+        errors += [abs(calibrated_ns(terms, entry) / y - 1) for _, y, terms, _ in third[f"attention/{backend}"]]
     # 10.7 % when written; the calibration of before (one scale, half the square for
     # causal, q/k/v traffic for math, every SM busy), fitted on the same cases: 19.0 %
     assert len(errors) == 90 and np.median(errors) < 0.15
@@ -125,7 +127,7 @@ def test_the_attention_model_holds_out_by_shard_within_10_percent():
 
 def test_the_calibrated_simulator_meets_the_real_h200_attention():
     errors: dict[str, list[float]] = {}
-    for family, _, measured, _, calibrated in _gpu_night().sim_cases([SECOND, THIRD]):
+    for family, _, measured, _, calibrated, _ in _gpu_night().sim_cases([SECOND, THIRD]):
         errors.setdefault(family, []).append(abs(calibrated / measured - 1))
     # one scale for all of attention was off by a median 83 %; per backend the fused ones are close
     assert len(errors["attention"]) == 110 and np.median(errors["attention"]) < 0.10
@@ -225,3 +227,24 @@ def test_on_the_same_cases_the_h100_is_slower_only_where_the_kernel_is_bound_by_
             prefill.append(h100[cid] / h200[cid])
     assert len(decode) == 6 and all(1.35 < x < 1.55 for x in decode)  # 1.40-1.51 when written
     assert len(prefill) >= 8 and all(0.93 < x < 1.07 for x in prefill)
+
+
+def test_the_attention_model_projects_the_h100_held_out_by_shard_within_10_percent():
+    """The second GPU model: each H100 shard held out, the calibration fitted on every other
+    shard of both GPUs (an SM-side byte rate is fitted only with two GPU models: on one,
+    it and the HBM term are the same bytes over two constants)."""
+    backends = tuple(f"attention/{b}" for b in (*FUSED, "sdpa-math"))
+    errors = _gpu_night().holdout_errors([NIGHT, SECOND, THIRD, EVENING, H100], backends, held_out="h100")
+    pooled = np.abs(np.concatenate([errors[b] for b in backends]))
+    # 5.8 % when written; the calibration of before (fitted on the H200, a random
+    # efficiency per SKU, no SM bound) was 30.9 % off on these cases
+    assert len(pooled) == 61 and np.median(pooled) < 0.10
+    assert np.median(np.abs(errors["attention/sdpa-flash"])) < 0.10  # 7.2 %: bound in the SMs in decode
+
+
+def test_the_calibrated_simulator_meets_the_real_h100_attention():
+    errors: dict[str, list[float]] = {}
+    for family, _, measured, _, calibrated, sku in _gpu_night().sim_cases([H100]):
+        assert sku == "H100-SXM5-80GB"
+        errors.setdefault(family, []).append(abs(calibrated / measured - 1))
+    assert len(errors["attention"]) == 61 and np.median(errors["attention"]) < 0.08  # 4.2 % when written

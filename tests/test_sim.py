@@ -141,10 +141,29 @@ def test_attention_work_follows_what_each_backend_computes_and_moves():
 
 def test_a_calibration_entry_scales_compute_and_memory_apart_or_alike():
     from kernels_bench.hardware import hardware
-    from kernels_bench.sim import roofline_terms_ns
+    from kernels_bench.sim import roofline_terms_ns, work
 
     hw = hardware(SKU)
-    compute, memory = roofline_terms_ns(hw, BIG_GEMM)
+    compute, memory, sm = roofline_terms_ns(hw, BIG_GEMM)
     assert compute > memory  # a big GEMM is compute bound
     assert mean_latency_ns(hw, BIG_GEMM, {"gemm": (2.0, 100.0)}) == pytest.approx(2 * compute + 100)
     assert mean_latency_ns(hw, BIG_GEMM, {"gemm": (1.0, 1e6, 0.0)}) == pytest.approx(1e6 * memory)
+    # a fourth value bounds the call's bytes at that rate per SM per clock
+    assert sm == pytest.approx(work(hw, BIG_GEMM)[1] / (hw.sm_count * hw.sm_clock_default_mhz / 1e3))
+    assert mean_latency_ns(hw, BIG_GEMM, {"gemm": (1.0, 1.0, 0.0, 1e-3)}) == pytest.approx(1e3 * sm)
+    assert mean_latency_ns(hw, BIG_GEMM, {"gemm": (1.0, 1.0, 0.0, 1e6)}) == pytest.approx(compute)
+
+
+def test_two_skus_of_one_chip_differ_in_memory_only():
+    """A real H100 ran compute-bound attention as fast as an H200 (one chip, GH100): the
+    simulator gives them the same efficiency and SM term; only the HBM term differs, by
+    the bandwidths' ratio."""
+    from kernels_bench.hardware import hardware
+    from kernels_bench.sim import roofline_terms_ns
+
+    h100, h200 = hardware("H100-SXM5-80GB"), hardware("H200-SXM-141GB")
+    assert h100.chip == h200.chip == "GH100"
+    for case in (BIG_GEMM, _sdpa("sdpa-flash", batch=32, q_len=1, kv_len=8192)):
+        (c1, m1, s1), (c2, m2, s2) = roofline_terms_ns(h100, case), roofline_terms_ns(h200, case)
+        assert c1 == pytest.approx(c2) and s1 == pytest.approx(s2)
+        assert m1 / m2 == pytest.approx(4800 / 3350)
