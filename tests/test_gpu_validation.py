@@ -58,6 +58,48 @@ def test_misses_name_each_reference_a_case_strays_from_beyond_its_goal(gv):
                       "drifty: drift 2.00% over 1%"]
 
 
+def test_kernels_bench_and_do_bench_take_turns_so_a_gpu_slowing_as_it_heats_biases_neither(gv, monkeypatch):
+    """A GPU at its power cap slows as it heats: here every measurement reads 10 % slower
+    than the one before. Measured three times and then do_bench (the first H100
+    validation's order), kernels_bench would read far below do_bench; in turns, A B B A
+    B A, the two medians are within one step's drift of each other, and each tool's SM
+    clock is kept."""
+    from kernels_bench.case import Case
+    from kernels_bench.stopping import StoppingRule
+    from kernels_bench.telemetry import Observer, Reading
+
+    order, level = [], [100_000.0]
+
+    def slower():
+        level[0] *= 1.10
+        return level[0]
+
+    def harness(case, device, rule, mode):
+        order.append(f"kb-{mode}")
+        return {"status": "ok", "correct": True, "median_ns": slower(), "n": 10, "wall_s": 0.1}
+
+    def do_bench(fn, device):
+        order.append("do_bench")
+        return {"do_bench": "ok", "do_bench_median_ns": slower(), "do_bench_wall_s": 0.1}
+
+    class Clock(Observer):
+        def reading(self):
+            return Reading(sm_clock_mhz=1980 if len(order) < 2 else 1500)  # slows after the first
+
+    monkeypatch.setattr(gv, "harness", harness)
+    monkeypatch.setattr(gv, "do_bench", do_bench)
+    monkeypatch.setattr("kernels_bench.telemetry.observer_for", lambda device: Clock())
+    case = Case.make("memory", "copy", "torch", "fp32", numel=1 << 10)
+    row = gv.validate_case(case, "cpu", StoppingRule(min_time_s=0.01, timeout_s=0.1), repeats=3)
+    assert order[:6] == ["kb-cold", "do_bench", "do_bench", "kb-cold", "kb-cold", "do_bench"]
+    # one step (10 %) apart at most; three of kernels_bench and then do_bench: -17.4 %
+    assert len(row["do_bench_medians_ns"]) == 3 and abs(row["agreement_do_bench"]) < 0.101
+    assert row["harness_cold_sm_clock_mhz"] == 1500 and row["do_bench_sm_clock_mhz"] == 1500
+    # the clocks travel into the miss line where they differ by more than 3 %
+    late = dict(_row("hot gpu", 100.0, 90.0), harness_cold_sm_clock_mhz=1980, do_bench_sm_clock_mhz=1500)
+    assert gv.misses(_report([late])) == ["hot gpu: -10.00% from do_bench (goal 3%) (SM clock 1980 against 1500 MHz)"]
+
+
 def test_table_lists_cases_shortest_first_with_failures_last(gv):
     report = _report([_row("slow", 1000.0, 1000.0), {"label": "broken", "status": "failed", "error": "boom"},
                       _row("fast", 3.0, 3.1)])
