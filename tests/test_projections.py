@@ -74,6 +74,21 @@ def test_cases_never_measured_take_the_efficiency_curve_of_their_family():
     assert proj.loc["m3", "projected_ns"] == pytest.approx(_truth(B, 0.0, 1e9), rel=1e-9)
 
 
+def test_a_family_beyond_its_measured_sizes_keeps_its_own_curve_not_other_families_pooled():
+    """GEMMs measured small (at 0.6 of peak), attention measured large (at 0.3): a GEMM
+    far larger than any measured one is priced from the GEMM curve held flat, not from
+    the regime curve that pools attention's efficiency with the GEMMs'. (Pooled, the
+    simulated lake's llama-8b prefill GEMMs were priced 53 % slow: benchmarks/NOTES-model.md.)"""
+    cal_cases = CASES[:2] + CASES[5:] + [("a1", "attention", "sdpa", 8e12, 1e8), ("a2", "attention", "sdpa", 4e13, 1e8)]
+    measured = _frame(A, cal_cases)
+    attention = measured["family"] == "attention"
+    measured.loc[attention, "median_ns"] = LAUNCH + measured.loc[attention, "flops_per_call"] / (100.0 * 1e3) / 0.3
+    cal = calibrate(measured, A, "gpu")
+    big = project(_frame(B, [("c9", "gemm", "matmul", 2e13, 1e8)]), cal, B).set_index("case_id").loc["c9"]
+    assert big["calibration_level"] == "family-dtype curve, extrapolated"
+    assert big["projected_ns"] == pytest.approx(_truth(B, 2e13, 1e8), rel=1e-9)
+
+
 def test_a_dtype_the_target_has_no_peak_for_is_not_projected_and_says_why():
     h100 = hardware(H100)
     src = pd.DataFrame([{"case_id": "f8", "family": "gemm", "kernel": "matmul", "backend": "torch", "dtype": "fp8",

@@ -15,8 +15,9 @@ reaches. It is calibrated on measured hardware and assumed to carry over to the 
 (a fraction of the spec sheet, not an absolute speed): a case measured on the
 calibration hardware keeps its own (level `case`); any other case, or one whose binding
 roof differs on the target (memory-bound here, compute-bound there), reads it from the
-efficiency-against-work curve of its family and dtype, else its family, else its regime
-(Hockney's observation: efficiency grows with problem size towards a plateau).
+efficiency-against-work curve of its family and dtype, else its family (held flat beyond
+the sizes measured), else, for a family never measured, its regime's curve over every
+family (Hockney's observation: efficiency grows with problem size towards a plateau).
 
 Pure functions over pandas frames, then `project_job` / `score_job`: read the published
 tables, write `perf.projections` (replace by key), and say how far off they were.
@@ -165,6 +166,9 @@ def _efficiency(cal: Calibration, row) -> tuple[float, str]:
     # (its curve held flat beyond its range, the level saying "extrapolated").
     found = [(level, cal.curves[level][key]) for level, cols in _GROUPS.items()
              if (key := tuple(getattr(row, c) for c in cols)) in cal.curves[level]]
+    # A family's own curve, even held flat beyond its sizes, before the regime's, which
+    # pools other families (attention's efficiency priced GEMMs 53 % slow: NOTES-model).
+    found = [f for f in found if f[0] != "regime"] or found
     for level, curve in found:
         if curve.covers(row.work):
             return curve(row.work), f"{level} curve"
