@@ -97,6 +97,18 @@ def _gpu_night():
     return gpu_night
 
 
+def _land(night: Path, pool: str, tmp_path: Path, files: int, samples: int, table: str = "case_results"):
+    """Ingest a reference night's shards into a fresh lake, check that every file landed
+    with every sample, and return the landed rows of `table` as one frame."""
+    import pandas as pd
+
+    lake = Lake(tmp_path / "lake")
+    report = ingest([night / "shards"], lake, pool=pool, registry=load_pools())
+    assert report.ok, report.issues
+    assert report.counts["landed"] == files and sum(s["samples"] for s in report.landed) == samples
+    return pd.concat(pq.read_table(f).to_pandas() for f in (lake.landing / table).rglob("*.parquet"))
+
+
 FUSED = ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient")
 
 
@@ -139,13 +151,7 @@ THIRD = NIGHT.parent / "h200-2026-11-27-attention"  # the third lease: attention
 
 
 def test_the_third_h200_lease_lands_whole_with_its_partial_shard(tmp_path):
-    import pandas as pd
-
-    lake = Lake(tmp_path / "lake")
-    report = ingest([THIRD / "shards"], lake, pool="h200", registry=load_pools())
-    assert report.ok, report.issues
-    assert report.counts["landed"] == 15 and sum(s["samples"] for s in report.landed) == 63_096
-    results = pd.concat(pq.read_table(f).to_pandas() for f in (lake.landing / "case_results").rglob("*.parquet"))
+    results = _land(THIRD, "h200", tmp_path, files=15, samples=63_096)
     assert results.status.value_counts().to_dict() == {"ok": 90, "skipped": 14, "stopped": 11, "timeout": 5}
     # shard 5 was stopped at the lease's budget: its 11 unmeasured cases are kept as `stopped`
     stopped = results[results.status == "stopped"]
@@ -165,13 +171,7 @@ def _medians(night: Path) -> dict[str, float]:
 
 
 def test_the_fourth_lease_measures_the_17_gb_decode_and_repeats_the_third(tmp_path):
-    import pandas as pd
-
-    lake = Lake(tmp_path / "lake")
-    report = ingest([EVENING / "shards"], lake, pool="h200", registry=load_pools())
-    assert report.ok, report.issues
-    assert report.counts["landed"] == 12 and sum(s["samples"] for s in report.landed) == 64_572
-    results = pd.concat(pq.read_table(f).to_pandas() for f in (lake.landing / "case_results").rglob("*.parquet"))
+    results = _land(EVENING, "h200", tmp_path, files=12, samples=64_572)
     assert results.status.value_counts().to_dict() == {"ok": 82, "skipped": 14}  # no timeout left
     # the shape whose K and V (17 GB each) were drawn on the host and timed out in the
     # third lease, on every backend: its inputs are now drawn on the device
@@ -191,15 +191,9 @@ H100 = NIGHT.parent / "h100-2026-11-27"  # an H100 lease: the validation, attent
 def test_the_h100_lease_lands_in_its_own_pool_with_its_validation(tmp_path):
     import json
 
-    import pandas as pd
-
-    lake = Lake(tmp_path / "lake")
-    report = ingest([H100 / "shards"], lake, pool="h100", registry=load_pools())
-    assert report.ok, report.issues
-    assert report.counts["landed"] == 9 and sum(s["samples"] for s in report.landed) == 22_588
-    results = pd.concat(pq.read_table(f).to_pandas() for f in (lake.landing / "case_results").rglob("*.parquet"))
+    results = _land(H100, "h100", tmp_path, files=9, samples=22_588)
     assert results.status.value_counts().to_dict() == {"ok": 61, "skipped": 11}
-    runs = pd.concat(pq.read_table(f).to_pandas() for f in (lake.landing / "runs").rglob("*.parquet"))
+    runs = _land(H100, "h100", tmp_path / "again", files=9, samples=22_588, table="runs")
     assert set(runs.gpu_name) == {"NVIDIA H100 80GB HBM3"} and set(runs.gpu_sku) == {"H100-SXM5-80GB"}
     validation = json.loads((H100 / "validation.json").read_text())
     assert validation["complete"] and len(validation["cases"]) == 18
