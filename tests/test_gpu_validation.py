@@ -15,6 +15,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
+def lease():
+    from benchmarks import gpu_lease
+
+    return gpu_lease
+
+
+@pytest.fixture(scope="module")
 def gv():
     spec = importlib.util.spec_from_file_location("gpu_validation", REPO / "benchmarks" / "gpu_validation.py")
     module = importlib.util.module_from_spec(spec)
@@ -127,49 +134,49 @@ def test_a_smoke_block_says_it_is_not_a_validation(gv, tmp_path):
     assert "CPU smoke run: a logic check, not a validation" in notes.read_text()
 
 
-def test_an_interrupted_validation_resumes_with_its_finished_cases_and_a_complete_one_is_redone(gv, tmp_path):
+def test_an_interrupted_validation_resumes_with_its_finished_cases_and_a_complete_one_is_redone(gv, lease, tmp_path):
     out = tmp_path / "v.json"
     partial = {"device": "cuda", "smoke": False, "complete": False, "cases": [{"case_id": "c1", "label": "a"}]}
     out.write_text(json.dumps(partial))
     assert gv._unfinished_rows(out, "cuda", False) == {"c1": {"case_id": "c1", "label": "a"}}
     assert gv._unfinished_rows(out, "cuda", True) == {}  # a smoke run does not resume a real one
-    assert not gv.validation_complete(out)
+    assert not lease.validation_complete(out)
     out.write_text(json.dumps({**partial, "complete": True}))
-    assert gv._unfinished_rows(out, "cuda", False) == {} and gv.validation_complete(out)
+    assert gv._unfinished_rows(out, "cuda", False) == {} and lease.validation_complete(out)
 
 
-def test_night_starts_nothing_the_budget_cannot_fit_and_names_what_is_left(gv, tmp_path, capsys):
-    assert gv.night(tmp_path / "night", budget_s=1.0, pool="h100", device="cuda") == 3
+def test_night_starts_nothing_the_budget_cannot_fit_and_names_what_is_left(lease, tmp_path, capsys):
+    assert lease.night(tmp_path / "night", budget_s=1.0, pool="h100", device="cuda") == 3
     out = capsys.readouterr().out
     assert "to do in the next call: validation, roofline 0/1, llm-gemm 0/2" in out
     state = json.loads((tmp_path / "night" / "night.json").read_text())
-    assert state["pool"] == "h100" and state["stopping"] == gv.NIGHT_STOPPING
+    assert state["pool"] == "h100" and state["stopping"] == lease.NIGHT_STOPPING
     assert not (tmp_path / "night" / "shards").exists()
 
 
-def test_night_only_runs_the_units_it_names_and_refuses_an_unknown_one(gv, tmp_path, capsys):
-    assert gv.night(tmp_path / "night", budget_s=1.0, pool="h200", device="cuda", only=["attention"]) == 3
+def test_night_only_runs_the_units_it_names_and_refuses_an_unknown_one(lease, tmp_path, capsys):
+    assert lease.night(tmp_path / "night", budget_s=1.0, pool="h200", device="cuda", only=["attention"]) == 3
     assert "to do in the next call: attention 0/8, attention 1/8," in capsys.readouterr().out
-    assert gv.night(tmp_path / "night", budget_s=1.0, pool="h200", device="cuda", only=["atention"]) == 2
+    assert lease.night(tmp_path / "night", budget_s=1.0, pool="h200", device="cuda", only=["atention"]) == 2
     assert "--only atention: no such unit" in capsys.readouterr().err
 
 
-def test_night_estimates_each_suite_s_shards_apart(gv, tmp_path, capsys):
+def test_night_estimates_each_suite_s_shards_apart(lease, tmp_path, capsys):
     # an attention shard takes 44-58 s on an H200 (estimate 90 s), the others' estimate is
     # 100 s: 95 s left starts no other suite's shard but would start an attention one
-    assert gv.night(tmp_path / "night", budget_s=95.0, pool="h200", device="cuda", only=["roofline"]) == 3
+    assert lease.night(tmp_path / "night", budget_s=95.0, pool="h200", device="cuda", only=["roofline"]) == 3
     assert "to do in the next call: roofline 0/1" in capsys.readouterr().out
     assert not (tmp_path / "night" / "logs").exists()
-    assert gv.night(tmp_path / "night", budget_s=80.0, pool="h200", device="cuda", only=["attention"]) == 3
+    assert lease.night(tmp_path / "night", budget_s=80.0, pool="h200", device="cuda", only=["attention"]) == 3
     assert "to do in the next call: attention 0/8" in capsys.readouterr().out
     assert not (tmp_path / "night" / "logs").exists()
 
 
-def test_night_with_fill_starts_a_shard_its_estimate_does_not_fit_in_the_last_minutes(gv, tmp_path, capsys):
+def test_night_with_fill_starts_a_shard_its_estimate_does_not_fit_in_the_last_minutes(lease, tmp_path, capsys):
     # the lease's last call: 62 s left, under attention's 90 s estimate (without --fill
     # nothing starts: the test above); with it the shards start (here, on a machine
     # without CUDA, each fails at once and is left for the next call)
-    assert gv.night(tmp_path / "night", budget_s=62.0, pool="h200", device="cuda", only=["attention"],
+    assert lease.night(tmp_path / "night", budget_s=62.0, pool="h200", device="cuda", only=["attention"],
                     fill=True) == 3
     assert "] attention 0/8 (budget left" in capsys.readouterr().out
     assert "attention-0of8.log" in {p.name for p in (tmp_path / "night" / "logs").iterdir()}
