@@ -117,7 +117,7 @@ class NoiseModel:
 
 def efficiency(hw: Hardware, case: Case) -> tuple[float, float]:
     """Fractions of peak compute and of peak bandwidth reached: both grow with problem
-    size (tile and wave quantisation, launch ramp), scaled per SKU and family."""
+    size (tile and wave quantisation, launch ramp), scaled per chip and family."""
     p = case.p
     # per chip, not per SKU: a real H100 and H200 (one chip, other memory) ran attention
     # bound in the SMs at the same speed (benchmarks/NOTES-harness.md, "Fourth lease")
