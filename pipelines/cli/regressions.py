@@ -94,6 +94,14 @@ def _cmd_regressions(args) -> int:
     return 0
 
 
+def mixed_kinds(rows: list[dict]) -> list[str]:
+    """A note for each pair of device kinds that a matched case compares across (a real
+    GPU against a simulated one); a case measured on one side only is not a mix."""
+    mixed = sorted({(r["kind_a"], r["kind_b"]) for r in rows
+                    if r["kind_a"] and r["kind_b"] and r["kind_a"] != r["kind_b"]})
+    return [f"note: side A is {a} and side B is {b} for some cases" for a, b in mixed]
+
+
 def _cmd_compare(args) -> int:
     from pipelines.query.ab import ORDER, Side
     from pipelines.query.sql import format_rows
@@ -123,9 +131,8 @@ def _cmd_compare(args) -> int:
     if args.format == "table":
         tests = sorted({r["test"] for r in rows if r["test"]})
         print(f"A: {a}\nB: {b}\nratio = median(B) / median(A), 99 % bootstrap CI; test: {', '.join(tests) or '-'}")
-        mixed = sorted({(r["kind_a"], r["kind_b"]) for r in rows if r["kind_a"] and r["kind_a"] != r["kind_b"]})
-        for kind_a, kind_b in mixed:
-            print(f"note: side A is {kind_a} and side B is {kind_b} for some cases", file=sys.stderr)
+        for note in mixed_kinds(rows):
+            print(note, file=sys.stderr)
     print(format_rows(columns, [tuple(r[c] for c in columns) for r in rows], fmt=args.format))
     if args.format == "table":
         counts: dict[str, int] = {}
