@@ -72,3 +72,12 @@ def test_a_side_with_a_non_positive_median_is_refused_as_compare_refuses_it():
                          "latency_ns": [0.0] * 10 + [5.0] * 10})
     with pytest.raises(ValueError, match="median of a must be > 0"):
         compare_cases(rows)
+
+
+def test_compare_notes_a_real_gpu_against_a_simulated_one_but_not_a_case_one_side_lacks():
+    from pipelines.cli.regressions import mixed_kinds
+
+    rows = [{"kind_a": "gpu", "kind_b": "simulated"}, {"kind_a": "gpu", "kind_b": "gpu"},
+            {"kind_a": "gpu", "kind_b": None}, {"kind_a": None, "kind_b": "gpu"}]
+    # unmatched cases (one side measured nothing) once printed "side B is None"
+    assert mixed_kinds(rows) == ["note: side A is gpu and side B is simulated for some cases"]

@@ -265,12 +265,3 @@ def test_compare_refuses_an_unknown_filter_key(capsys):
 
     assert main(["compare", "--a", "1=1; DROP TABLE perf.runs", "--b", "run_id=x"]) == 2
     assert "not a run attribute" in capsys.readouterr().err
-
-
-def test_compare_notes_a_real_gpu_against_a_simulated_one_but_not_a_case_one_side_lacks():
-    from pipelines.cli.regressions import mixed_kinds
-
-    rows = [{"kind_a": "gpu", "kind_b": "simulated"}, {"kind_a": "gpu", "kind_b": "gpu"},
-            {"kind_a": "gpu", "kind_b": None}, {"kind_a": None, "kind_b": "gpu"}]
-    # unmatched cases (one side measured nothing) once printed "side B is None"
-    assert mixed_kinds(rows) == ["note: side A is gpu and side B is simulated for some cases"]
