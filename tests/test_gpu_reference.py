@@ -97,16 +97,17 @@ def _gpu_night():
     return gpu_night
 
 
-def _land(night: Path, pool: str, tmp_path: Path, files: int, samples: int, table: str = "case_results"):
+def _land(night: Path, pool: str, tmp_path: Path, files: int, samples: int, tables=("case_results",)):
     """Ingest a reference night's shards into a fresh lake, check that every file landed
-    with every sample, and return the landed rows of `table` as one frame."""
+    with every sample, and return the landed rows of each of `tables`, one frame each."""
     import pandas as pd
 
     lake = Lake(tmp_path / "lake")
     report = ingest([night / "shards"], lake, pool=pool, registry=load_pools())
     assert report.ok, report.issues
     assert report.counts["landed"] == files and sum(s["samples"] for s in report.landed) == samples
-    return pd.concat(pq.read_table(f).to_pandas() for f in (lake.landing / table).rglob("*.parquet"))
+    frames = [pd.concat(pq.read_table(f).to_pandas() for f in (lake.landing / t).rglob("*.parquet")) for t in tables]
+    return frames[0] if len(frames) == 1 else frames
 
 
 FUSED = ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient")
@@ -191,9 +192,8 @@ H100 = NIGHT.parent / "h100-2026-11-27"  # an H100 lease: the validation, attent
 def test_the_h100_lease_lands_in_its_own_pool_with_its_validation(tmp_path):
     import json
 
-    results = _land(H100, "h100", tmp_path, files=9, samples=22_588)
+    results, runs = _land(H100, "h100", tmp_path, files=9, samples=22_588, tables=("case_results", "runs"))
     assert results.status.value_counts().to_dict() == {"ok": 61, "skipped": 11}
-    runs = _land(H100, "h100", tmp_path / "again", files=9, samples=22_588, table="runs")
     assert set(runs.gpu_name) == {"NVIDIA H100 80GB HBM3"} and set(runs.gpu_sku) == {"H100-SXM5-80GB"}
     validation = json.loads((H100 / "validation.json").read_text())
     assert validation["complete"] and len(validation["cases"]) == 18
