@@ -71,7 +71,8 @@ def test_tcpd_directory_is_found_beside_the_checkout_or_through_the_environment(
 def test_no_machine_path_in_the_changepoint_evaluation():
     machine_path = re.compile(r"""["' ](/(work|home|root|tmp|Users)/)""")
     for path in ("benchmarks/changepoint_eval.py", "benchmarks/changepoint_nightly.py",
-                 "benchmarks/changepoint_otava.py", "benchmarks/changepoint_matched.py", "tests/test_benchmarks.py",
+                 "benchmarks/changepoint_otava.py", "benchmarks/changepoint_matched.py",
+                 "benchmarks/changepoint_oracle.py", "tests/test_benchmarks.py",
                  "benchmarks/NOTES-changepoint.md", "docs/regressions.md"):
         assert not machine_path.search((REPO / path).read_text()), path
 
@@ -199,3 +200,28 @@ def test_gpu_validation_logic_runs_on_cpu_and_says_do_bench_is_unavailable(tmp_p
     assert report["cases"] and all(c["status"] == "ok" and c["correct"] for c in report["cases"])
     assert all(c["do_bench"].startswith("unavailable") for c in report["cases"])
     assert all(c["harness_cold_median_ns"] > 0 and c["torch_benchmark_median_ns"] > 0 for c in report["cases"])
+
+
+def test_the_wide_oracle_tests_a_step_on_the_prewhitened_runs():
+    _changepoint_eval()  # puts benchmarks/ on the path of its helper modules
+    import changepoint_oracle as oracle
+
+    rng = np.random.default_rng(3)
+    # without autocorrelation the prewhitened z is the difference of means in standard errors
+    seg = rng.standard_normal(40)
+    seg[25:] += 1.0
+    assert oracle.prewhitened_z(seg, 0.0)[24] == pytest.approx(oracle.means_z(seg, 25, 0.0), rel=1e-9)
+    # under AR(1) 0.8 the night of a 3-sigma step carries much of it: expected z (the
+    # noise-free step) 7.2 prewhitened against 5.5 for the difference of means (the step
+    # over its innovation width alone is 3 / 0.6 = 5); in a noisy draw largest at the step
+    phi, n = 0.8, 120
+    step = np.r_[np.zeros(60), np.full(60, 3.0)]
+    assert oracle.prewhitened_z(step, phi)[59] == pytest.approx(7.21, abs=0.01)
+    assert oracle.means_z(step, 60, phi) == pytest.approx(5.48, abs=0.01)
+    x = np.empty(n)
+    x[0] = rng.standard_normal()
+    for t in range(1, n):
+        x[t] = phi * x[t - 1] + np.sqrt(1 - phi * phi) * rng.standard_normal()
+    x[60:] += 3.0
+    z = oracle.prewhitened_z(x, phi)
+    assert int(np.argmax(z)) + 1 == 60
