@@ -39,6 +39,8 @@ ALPHAS = (0.005, 0.01, 0.05)
 
 
 def _whiten(v: np.ndarray, phi: float) -> np.ndarray:
+    """Prais-Winsten prediction errors, as `pipelines.changepoint.ar1` whitens; written
+    again here so that the yardstick shares no code with the detector it measures."""
     return np.concatenate([np.sqrt(1.0 - phi * phi) * v[:1], v[1:] - phi * v[:-1]])
 
 
