@@ -22,7 +22,8 @@ Three evaluations, all with the detector's default parameters (no per-series tun
    scoring live in `changepoint_wide.py` (the 60-night histories of evaluation 3 in
    `changepoint_nightly.py`, the Otava runner in `changepoint_otava.py`). Both methods
    swept over their own levels and compared at matched false-alarm rates:
-   `changepoint_matched.py`.
+   `changepoint_matched.py`; what an oracle finds on the same draws (the true
+   neighbours, noise and autocorrelation known): `changepoint_oracle.py`.
    With --stress, the harder draws of `changepoint_stress.py` instead (heavier tails,
    near-even two-mode noise, autocorrelation to 0.92, drift, variance changes, steps 4-12
    nights apart, wild nights and bursts), scored the same way, with its own development
