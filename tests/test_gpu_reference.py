@@ -97,17 +97,21 @@ def _gpu_night():
     return gpu_night
 
 
-def _land(night: Path, pool: str, tmp_path: Path, files: int, samples: int, tables=("case_results",)):
+def _land(night: Path, pool: str, tmp_path: Path, files: int, samples: int) -> Lake:
     """Ingest a reference night's shards into a fresh lake, check that every file landed
-    with every sample, and return the landed rows of each of `tables`, one frame each."""
-    import pandas as pd
-
+    with every sample, and return the lake."""
     lake = Lake(tmp_path / "lake")
     report = ingest([night / "shards"], lake, pool=pool, registry=load_pools())
     assert report.ok, report.issues
     assert report.counts["landed"] == files and sum(s["samples"] for s in report.landed) == samples
-    frames = [pd.concat(pq.read_table(f).to_pandas() for f in (lake.landing / t).rglob("*.parquet")) for t in tables]
-    return frames[0] if len(frames) == 1 else frames
+    return lake
+
+
+def _rows(lake: Lake, table: str = "case_results"):
+    """The landed rows of one landing table, as one frame."""
+    import pandas as pd
+
+    return pd.concat(pq.read_table(f).to_pandas() for f in (lake.landing / table).rglob("*.parquet"))
 
 
 FUSED = ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient")
@@ -152,7 +156,7 @@ THIRD = NIGHT.parent / "h200-2026-11-27-attention"  # the third lease: attention
 
 
 def test_the_third_h200_lease_lands_whole_with_its_partial_shard(tmp_path):
-    results = _land(THIRD, "h200", tmp_path, files=15, samples=63_096)
+    results = _rows(_land(THIRD, "h200", tmp_path, files=15, samples=63_096))
     assert results.status.value_counts().to_dict() == {"ok": 90, "skipped": 14, "stopped": 11, "timeout": 5}
     # shard 5 was stopped at the lease's budget: its 11 unmeasured cases are kept as `stopped`
     stopped = results[results.status == "stopped"]
@@ -172,7 +176,7 @@ def _medians(night: Path) -> dict[str, float]:
 
 
 def test_the_fourth_lease_measures_the_17_gb_decode_and_repeats_the_third(tmp_path):
-    results = _land(EVENING, "h200", tmp_path, files=12, samples=64_572)
+    results = _rows(_land(EVENING, "h200", tmp_path, files=12, samples=64_572))
     assert results.status.value_counts().to_dict() == {"ok": 82, "skipped": 14}  # no timeout left
     # the shape whose K and V (17 GB each) were drawn on the host and timed out in the
     # third lease, on every backend: its inputs are now drawn on the device
@@ -192,7 +196,8 @@ H100 = NIGHT.parent / "h100-2026-11-27"  # an H100 lease: the validation, attent
 def test_the_h100_lease_lands_in_its_own_pool_with_its_validation(tmp_path):
     import json
 
-    results, runs = _land(H100, "h100", tmp_path, files=9, samples=22_588, tables=("case_results", "runs"))
+    lake = _land(H100, "h100", tmp_path, files=9, samples=22_588)
+    results, runs = _rows(lake), _rows(lake, "runs")
     assert results.status.value_counts().to_dict() == {"ok": 61, "skipped": 11}
     assert set(runs.gpu_name) == {"NVIDIA H100 80GB HBM3"} and set(runs.gpu_sku) == {"H100-SXM5-80GB"}
     validation = json.loads((H100 / "validation.json").read_text())
