@@ -78,9 +78,12 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float, params: DetectorPar
       level of 3-5 runs left inside the last segment inflates its own yardstick.
     - "Run by run": every one of the m runs clears half the floor on the same side (a
       level of SPARE_FROM or more runs may spare one run, not its first: a slow night or
-      a single outlier), and the run just before them does not clear the floor on that
-      side (else the new level began earlier, and reporting its last m runs would put
-      the change at the wrong run).
+      a single outlier), and the run just before them has not begun the new level: it
+      does not clear the floor on that side, or it sits nearer the level before than
+      any of the m runs (else the new level began earlier, and reporting its last m
+      runs would put the change at the wrong run). Without the second clause an old
+      run that strayed 3 noise widths towards a 20-sigma drop on the last 2 nights was
+      taken for the drop's first night, and the drop was not reported at all.
     - Two modes: where the history before the newest TAIL_MAX runs has a second mode
       (`mode_gap`: slow clocks on some nights), a run of a 3-5-run level that sits at
       that level's own second mode counts as at the level (`fold_other_mode`), and a
@@ -147,7 +150,12 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float, params: DetectorPar
         if floor == 0 or abs(float(np.median(shift))) < floor:
             continue
         side = np.sign(np.median(shift))
-        moved_before = side * (x[n - m - 1] - level) >= base_floor
+        # the run before began the new level if it moved past the floor towards it and
+        # sits nearer one of the new runs than the level before ("nearer their median"
+        # let an accelerating drift's last runs through: each of its runs is near the next)
+        before_run = x[n - m - 1]
+        moved_before = bool(side * (before_run - level) >= base_floor
+                            and float(np.min(np.abs(new - before_run))) < abs(before_run - level))
         if gap is not None and side * gap < 0 and n - m - 2 >= start:
             # the run before is the new level's other mode, and the one before it moved
             other_mode = abs(x[n - m - 1] - (float(np.median(new)) + gap)) < floor / 2
