@@ -242,3 +242,16 @@ def test_the_knowledge_benchmark_scores_each_step_in_a_process_of_its_own(tmp_pa
     assert rows["as is"][0] == pytest.approx(direct["all"][0], abs=5e-4)  # untold, it is the detector
     # told everything, more of the body's steps are found (0.821 -> 0.964 on these 40 histories)
     assert rows["no measured floors"][5] > rows["as is"][5] + 0.1
+
+
+def test_bonferroni_over_positions_is_conservative_for_the_oracle_on_independent_runs():
+    _changepoint_eval()  # puts benchmarks/ on the path of its helper modules
+    import changepoint_oracle as oracle
+
+    rows = oracle.null_sizes(draws=300, seed=1)
+    assert len(rows) == 3 * 4 * len(oracle.ALPHAS)
+    # an upper bound: on independent runs not past alpha (but for 2 binomial standard
+    # errors of 300 draws), and well under it at 0.05
+    independent = [(n, a, share) for n, phi, a, share in rows if phi == 0.0]
+    assert all(share <= a + 2 * np.sqrt(a / 300) for _, a, share in independent)
+    assert all(share < 0.6 * a for _, a, share in independent if a == 0.05)
