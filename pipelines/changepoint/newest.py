@@ -158,11 +158,11 @@ def tail_change(x: np.ndarray, cps: list[int], sigma: float, params: DetectorPar
                             and float(np.min(np.abs(new - before_run))) < abs(before_run - level))
         if gap is not None and side * gap < 0 and n - m - 2 >= start:
             # the run before is the new level's other mode, and the one before it moved
-            other_mode = abs(x[n - m - 1] - (float(np.median(new)) + gap)) < floor / 2
+            other_mode = abs(before_run - (float(np.median(new)) + gap)) < floor / 2
             moved_before |= bool(other_mode and side * (x[n - m - 2] - level) >= base_floor)
         if moved_before and gap is not None and side * gap > 0 and n - m - 2 >= start:
             # the run before is the old level's other mode, and the one before it did not move
-            old_other_mode = abs(x[n - m - 1] - (level + gap)) < floor / 2
+            old_other_mode = abs(before_run - (level + gap)) < floor / 2
             moved_before = not (old_other_mode and side * (x[n - m - 2] - level) < base_floor)
         at_level = side * shift >= floor / 2
         # the level's first run must belong to it: nearer its median than the level
