@@ -227,7 +227,7 @@ def test_the_wide_oracle_tests_a_step_on_the_prewhitened_runs():
     assert int(np.argmax(z)) + 1 == 60
 
 
-def test_the_knowledge_benchmark_scores_each_step_in_a_process_of_its_own(tmp_path):
+def test_the_knowledge_benchmark_is_the_detector_untold_and_finds_more_told_everything(tmp_path):
     from pipelines.changepoint import detect
 
     _changepoint_eval()  # puts benchmarks/ on the path of its helper modules
