@@ -20,7 +20,10 @@ budget:
 Otava runs as in `changepoint_otava` (its own virtual environment); without it, only the
 detector's rows are printed.
 
-    .venv/bin/python benchmarks/changepoint_matched.py [--series 300] [--sets dev|heldout] [--budget 0.5]
+    .venv/bin/python benchmarks/changepoint_matched.py [--series 300] [--sets dev|heldout | --seed N] [--budget 0.5]
+
+Differences of recall are printed with a 95 % interval from a paired bootstrap over the
+histories (`changepoint_wide.recall_intervals`).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pipelines.changepoint import DetectorParams, detect  # noqa: E402
 
 from changepoint_otava import OTAVA_DEFAULT_PVALUE, run_otava  # noqa: E402
-from changepoint_wide import DEV_SEED, HELDOUT_SEED, score_wide, wide_histories  # noqa: E402
+from changepoint_wide import DEV_SEED, HELDOUT_SEED, recall_intervals, score_wide, wide_histories  # noqa: E402
 
 DETECTOR = "perflake detect"
 OTAVA = "otava 0.8"
@@ -112,6 +115,10 @@ def _print_within(rows: list[dict], budget: float) -> None:
         sc = best["score"]
         print(f"  {method:16s} best overall at {best['level']:.0e}: all {sc['all'][0]:.3f}, "
               + ", ".join(f"{f} {sc['family'][f][0]:.3f}" for f in families) + f" (FA {sc['fa_quiet']:.3f})")
+    top = {m: best_within(rows, m, budget) for m in (DETECTOR, OTAVA)}
+    if None not in top.values():
+        print("  detector - otava, each at its best overall, 95 % interval (paired bootstrap over the histories): "
+              + _spans(recall_intervals(top[DETECTOR]["score"], top[OTAVA]["score"])))
     print(f"  per family, Otava at its best setting for that family alone vs the detector's defaults "
           f"(alpha {DetectorParams().alpha:g}):")
     for family in families:
@@ -120,8 +127,14 @@ def _print_within(rows: list[dict], budget: float) -> None:
         theirs = "none within" if best is None else (
             f"{best['score']['family'][family][0]:.3f} at {best['level']:.0e} "
             f"(FA {best['score']['fa_quiet_family'][family]:.2f})")
+        gap = "" if best is None else (
+            "   difference " + _spans({family: recall_intervals(default["score"], best["score"])[family]}))
         print(f"    {family:10s} detector {ours:.3f} (FA {default['score']['fa_quiet_family'][family]:.2f})"
-              f"   otava {theirs}")
+              f"   otava {theirs}{gap}")
+
+
+def _spans(spans: dict[str, tuple[float, float, float]]) -> str:
+    return ", ".join(f"{k} {v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]" for k, v in spans.items())
 
 
 def main() -> None:
@@ -129,11 +142,12 @@ def main() -> None:
     ap.add_argument("--series", type=int, default=300, help="wide histories per noise family")
     ap.add_argument("--sets", choices=("dev", "heldout"), default="dev",
                     help=f"the development seed ({DEV_SEED}) or the held-out seed ({HELDOUT_SEED})")
+    ap.add_argument("--seed", type=int, default=None, help="another seed in place of --sets' (a fresh draw)")
     ap.add_argument("--budget", type=float, default=BUDGET, help="false alarms per 1,000 change-free nights")
     ap.add_argument("--procs", type=int, default=2, help="processes for the detector")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    seed = DEV_SEED if args.sets == "dev" else HELDOUT_SEED
+    seed = args.seed if args.seed is not None else DEV_SEED if args.sets == "dev" else HELDOUT_SEED
     histories = wide_histories(args.series, seed)
     print(f"Wide histories, seed {seed}: {args.series} per family; recall within 3 nights, confirmed false "
           f"alarms per 1,000 change-free nights")

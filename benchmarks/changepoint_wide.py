@@ -108,10 +108,10 @@ def score_wide(histories: list[dict], reports: list[list[tuple[int, bool]]]) -> 
     relative floor, i.e. the recall over all steps of a method that found every step
     above them and none below."""
     families = list(dict.fromkeys(h["family"] for h in histories))
-    rows = []  # per true change: family, rel, sigmas, from the end, found, found confirmed
+    rows = []  # per true change: family, rel, sigmas, from the end, found, found confirmed, history
     fa_quiet = fa_all = prov_all = nights_quiet = nights_all = 0
     quiet_by_family = {f: [0, 0] for f in families}  # confirmed reports, nights
-    for h, rep in zip(histories, reports):
+    for i_h, (h, rep) in enumerate(zip(histories, reports)):
         truth = [c for c, _, _ in h["changes"]]
         found, _ = _match(truth, [i for i, _ in rep])
         found_conf, left_conf = _match(truth, [i for i, conf in rep if conf])
@@ -126,7 +126,7 @@ def score_wide(histories: list[dict], reports: list[list[tuple[int, bool]]]) -> 
             quiet_by_family[h["family"]][0] += left_conf
             quiet_by_family[h["family"]][1] += n
         for c, rel, sig in h["changes"]:
-            rows.append((h["family"], abs(rel), sig, n - c, c in found, c in found_conf))
+            rows.append((h["family"], abs(rel), sig, n - c, c in found, c in found_conf, i_h))
     fam = np.array([r[0] for r in rows])
     rel = np.array([r[1] for r in rows])
     sig = np.array([r[2] for r in rows])
@@ -154,6 +154,52 @@ def score_wide(histories: list[dict], reports: list[list[tuple[int, bool]]]) -> 
         "tail": {"last 5 nights": share(tail <= 5), "earlier": share(tail > 5)},
         "fa_quiet": 1000.0 * fa_quiet / max(nights_quiet, 1), "fa_all": 1000.0 * fa_all / max(nights_all, 1),
         "unmatched_any_all": 1000.0 * prov_all / max(nights_all, 1),
+        # each true change: its history, and whether it was found (`recall_intervals`)
+        "steps": {"history": [r[6] for r in rows], "family": fam.tolist(), "headline": head.tolist(),
+                  "found": hit.tolist(), "histories": len(histories)},
         "misses": [i for i, h in enumerate(histories) for c, _, _ in h["changes"]
                    if c not in _match([c2 for c2, _, _ in h["changes"]], [r for r, _ in reports[i]])[0]],
     }
+
+
+def recall_intervals(score: dict, other: dict | None = None, draws: int = 2000, seed: int = 0,
+                     level: float = 0.95) -> dict[str, tuple[float, float, float]]:
+    """Sampling error of recall: for all steps, the headline class and each family,
+    (recall, low, high) of `score` (a `score_wide`), or with `other` (the same histories
+    scored for another method) (recall of score - recall of other, low, high), the
+    interval a percentile bootstrap over histories at `level`.
+
+    Histories, not steps, are drawn: two steps of one history share its noise and its
+    length, and the two methods are paired on the same draws, so a difference is judged
+    against the spread of differences, not of two independent recalls (which overstates
+    it: the steps every method finds or misses are most of them)."""
+    steps = score["steps"]
+    hist = np.asarray(steps["history"], dtype=int)
+    fam = np.asarray(steps["family"])
+    classes = {"all": np.ones(len(hist), bool), "headline": np.asarray(steps["headline"], dtype=bool)}
+    classes.update({f: fam == f for f in dict.fromkeys(steps["family"])})
+    found = np.asarray(steps["found"], dtype=float)
+    if other is not None:
+        if other["steps"]["history"] != steps["history"]:
+            raise ValueError("recall_intervals: the two scores are of different histories")
+        found_other = np.asarray(other["steps"]["found"], dtype=float)
+    n_hist = steps["histories"]
+    counts = np.random.default_rng(seed).multinomial(n_hist, np.full(n_hist, 1.0 / n_hist), size=draws)
+
+    def recall(f: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, float]:
+        """(recall in each draw, recall itself): a draw weighs each history by how often it was drawn."""
+        hits = np.bincount(hist[sel], weights=f[sel], minlength=n_hist)
+        n_steps = np.bincount(hist[sel], minlength=n_hist)
+        return (counts @ hits) / np.maximum(counts @ n_steps, 1), float(hits.sum() / n_steps.sum())
+
+    out = {}
+    for name, sel in classes.items():
+        if not sel.any():
+            continue
+        draws_a, est = recall(found, sel)
+        if other is not None:
+            draws_b, est_b = recall(found_other, sel)
+            draws_a, est = draws_a - draws_b, est - est_b
+        lo, hi = np.quantile(draws_a, [(1 - level) / 2, (1 + level) / 2])
+        out[name] = (float(est), float(lo), float(hi))
+    return out

@@ -117,6 +117,25 @@ def test_wide_histories_score_a_found_change_a_missed_one_and_a_false_alarm():
     assert score["fa_quiet"] == pytest.approx(10.0) and score["fa_all"] == pytest.approx(5.0)
 
 
+def test_recall_intervals_pair_two_methods_on_the_same_histories():
+    _changepoint_eval()  # puts benchmarks/ on the path of its helper modules
+    from changepoint_wide import recall_intervals, score_wide
+
+    # 40 histories of one step each; method a finds every step, method b every other one
+    histories = [{"family": "gaussian" if i % 4 else "ar1", "label": "", "x": np.ones(60),
+                  "changes": [(30, 0.05, 5.0)]} for i in range(40)]
+    a = score_wide(histories, [[(30, True)] for _ in histories])
+    b = score_wide(histories, [[(30, True)] if i % 2 else [] for i in range(len(histories))])
+    assert recall_intervals(a)["all"] == (1.0, 1.0, 1.0)
+    assert recall_intervals(a, a)["all"] == (0.0, 0.0, 0.0)  # paired: no spread between equals
+    est, lo, hi = recall_intervals(b)["all"]
+    assert est == 0.5 and 0.3 < lo < 0.5 < hi < 0.7  # about 0.5 +- 1.96 sqrt(0.25 / 40)
+    est, lo, hi = recall_intervals(a, b)["ar1"]  # histories 0, 4, 8, ...: b finds none of them
+    assert (est, lo, hi) == (1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="different histories"):
+        recall_intervals(a, score_wide(histories[:10], [[] for _ in range(10)]))
+
+
 def test_a_nightly_alarm_first_seen_provisional_counts_once_and_as_confirmed():
     _changepoint_eval()  # puts benchmarks/ on the path of its helper modules
     import changepoint_nightly as nightly
