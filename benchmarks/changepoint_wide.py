@@ -111,6 +111,7 @@ def score_wide(histories: list[dict], reports: list[list[tuple[int, bool]]]) -> 
     rows = []  # per true change: family, rel, sigmas, from the end, found, found confirmed, history
     fa_quiet = fa_all = prov_all = nights_quiet = nights_all = 0
     quiet_by_family = {f: [0, 0] for f in families}  # confirmed reports, nights
+    quiet = []  # per change-free history: confirmed reports, nights
     for i_h, (h, rep) in enumerate(zip(histories, reports)):
         truth = [c for c, _, _ in h["changes"]]
         found, _ = _match(truth, [i for i, _ in rep])
@@ -123,6 +124,7 @@ def score_wide(histories: list[dict], reports: list[list[tuple[int, bool]]]) -> 
         if not truth:
             nights_quiet += n
             fa_quiet += left_conf
+            quiet.append((left_conf, n))
             quiet_by_family[h["family"]][0] += left_conf
             quiet_by_family[h["family"]][1] += n
         for c, rel, sig in h["changes"]:
@@ -152,7 +154,7 @@ def score_wide(histories: list[dict], reports: list[list[tuple[int, bool]]]) -> 
         "fa_quiet_family": {f: 1000.0 * c / n if n else float("nan") for f, (c, n) in quiet_by_family.items()},
         "sigma": {f"{lo}-{hi if hi < 31 else 30}": share((sig >= lo) & (sig < hi)) for lo, hi in SIGMA_CLASSES},
         "tail": {"last 5 nights": share(tail <= 5), "earlier": share(tail > 5)},
-        "fa_quiet": 1000.0 * fa_quiet / max(nights_quiet, 1), "fa_all": 1000.0 * fa_all / max(nights_all, 1),
+        "fa_quiet": 1000.0 * fa_quiet / max(nights_quiet, 1), "quiet_histories": quiet, "fa_all": 1000.0 * fa_all / max(nights_all, 1),
         "unmatched_any_all": 1000.0 * prov_all / max(nights_all, 1),
         # each true change: its history, and whether it was found (`recall_intervals`)
         "steps": {"history": [r[6] for r in rows], "family": fam.tolist(), "headline": head.tolist(),
@@ -203,3 +205,16 @@ def recall_intervals(score: dict, other: dict | None = None, draws: int = 2000, 
         lo, hi = np.quantile(draws_a, [(1 - level) / 2, (1 + level) / 2])
         out[name] = (float(est), float(lo), float(hi))
     return out
+
+
+def false_alarm_interval(score: dict, draws: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
+    """(false alarms per 1,000 change-free nights, low, high) of a `score_wide`, the
+    interval a percentile bootstrap over its change-free histories: a history that
+    wanders may raise several, so they are not counted as independent events."""
+    if not score["quiet_histories"]:
+        return float("nan"), float("nan"), float("nan")
+    alarms, nights = np.asarray(score["quiet_histories"], dtype=float).T
+    counts = np.random.default_rng(seed).multinomial(len(nights), np.full(len(nights), 1.0 / len(nights)), size=draws)
+    rates = 1000.0 * (counts @ alarms) / (counts @ nights)
+    lo, hi = np.quantile(rates, [(1 - level) / 2, (1 + level) / 2])
+    return 1000.0 * float(alarms.sum() / nights.sum()), float(lo), float(hi)

@@ -136,6 +136,18 @@ def test_recall_intervals_pair_two_methods_on_the_same_histories():
         recall_intervals(a, score_wide(histories[:10], [[] for _ in range(10)]))
 
 
+def test_false_alarm_interval_resamples_the_change_free_histories():
+    _changepoint_eval()
+    from changepoint_wide import false_alarm_interval, score_wide
+
+    # 100 change-free histories of 100 nights; 5 of them raise 2 false alarms each: 1 per 1,000 nights
+    quiet = [{"family": "gaussian", "label": "", "x": np.ones(100), "changes": []} for _ in range(100)]
+    score = score_wide(quiet, [[(20, True), (70, True)] if i % 20 == 0 else [(50, False)] for i in range(100)])
+    rate, lo, hi = false_alarm_interval(score)
+    assert rate == pytest.approx(1.0) and 0.1 < lo < 1.0 < hi < 2.5
+    assert false_alarm_interval(score_wide(quiet, [[] for _ in quiet])) == (0.0, 0.0, 0.0)
+
+
 def test_a_nightly_alarm_first_seen_provisional_counts_once_and_as_confirmed():
     _changepoint_eval()  # puts benchmarks/ on the path of its helper modules
     import changepoint_nightly as nightly
