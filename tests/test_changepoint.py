@@ -377,6 +377,20 @@ def test_detect_changes_cli_names_the_file_line_and_value_of_bad_input(tmp_path,
     assert "no column 'latency' (columns: night, median_ns)" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("given, says", [("folder", "Is a directory"), ("missing.csv", "No such file or directory"),
+                                         ("empty.csv", "not a readable CSV file"),
+                                         ("binary.csv", "not a readable CSV file")])
+def test_detect_changes_cli_names_a_path_it_cannot_read_without_a_traceback(tmp_path, capsys, given, says):
+    from pipelines.cli import main
+
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "binary.csv").write_bytes(b"\x00\xff\xfe\x00")
+    assert main(["detect-changes", str(tmp_path / given), "--column", "median_ns"]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / given}: {says}" in err and "Traceback" not in err
+
+
 # --- stage 5: jumps in series that wander -------------------------------------------
 
 def _random_walk(n, step=0.002, seed=0):

@@ -2,7 +2,7 @@
 to do. `main()` prints the sentence and exits non-zero; `-v` shows the traceback too.
 
 A failure is known when its exception type says so (a bad value, an unknown name, a
-missing file, Spark unable to start, a port in use) or when a JVM error carries a
+file that is missing, a folder or unreadable, Spark unable to start, a port in use) or when a JVM error carries a
 message we recognise (the metastore held by another process)."""
 from __future__ import annotations
 
@@ -43,6 +43,8 @@ def known_failure(exc: BaseException) -> str | None:
 
     if isinstance(exc, PortInUse):
         return exc.strerror
+    if isinstance(exc, OSError) and exc.filename is not None:  # a path given that is missing, a folder, unreadable
+        return f"{exc.filename}: {exc.strerror}"
     if isinstance(exc, KeyError):  # str() of a KeyError quotes its message
         return str(exc.args[0]) if exc.args else "unknown key"
     if isinstance(exc, (ValueError, FileNotFoundError, SparkUnavailable, ServiceError)):

@@ -144,12 +144,15 @@ def _cmd_compare(args) -> int:
 
 def read_series(path: str, column: str):
     """One numeric column of a CSV file, in file order; an empty cell (or NA, NaN, null)
-    is a missing run. A missing column or a cell that is not a number is an error naming
-    the file, the line and the value."""
+    is a missing run. A file that is not CSV, a missing column or a cell that is not a
+    number is an error naming the file (and the line and the value)."""
     import numpy as np
     import pandas as pd
 
-    frame = pd.read_csv(path, dtype=str)
+    try:
+        frame = pd.read_csv(path, dtype=str)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not a readable CSV file ({e})") from e
     if column not in frame.columns:
         raise ValueError(f"{path}: no column {column!r} (columns: {', '.join(frame.columns)})")
     cells = frame[column].str.strip()
