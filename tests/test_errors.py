@@ -4,6 +4,7 @@ happens before a JVM would."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -117,3 +118,17 @@ def test_a_derby_lock_inside_a_jvm_error_is_the_metastore_sentence(text):
             raise RuntimeError("An error occurred while calling o42.sql") from inner
     except RuntimeError as outer:
         assert "held by another process" in known_failure(outer)
+
+
+@pytest.mark.parametrize("argv", [["mine", "--date", "2026-11-2"], ["regressions", "--date", "yesterday"],
+                                  ["report", "--date", "2026-13-01"], ["ingest", "x", "--pool", "cpu", "--date", "1"],
+                                  ["report", "compare", "--sku-a", "A", "--sku-b", "B", "--date-a", "2026-02-30"],
+                                  ["triage", "list", "--today", "x"], ["model", "llama-8b", "--date", "11/22"]])
+def test_a_date_that_is_not_a_night_is_refused_before_any_work(argv, capsys):
+    from pipelines.cli import build_parser
+
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(argv)  # nothing has run yet: no Spark session, no report step
+    assert exit_.value.code == 2
+    assert re.search(r"error: argument --(date|date-a|today): date '.*' is not (YYYY-MM-DD|a calendar date)",
+                     capsys.readouterr().err)

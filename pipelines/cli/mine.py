@@ -4,12 +4,13 @@ from __future__ import annotations
 import json
 import sys
 
+from pipelines.cli.args import date_arg
 from pipelines.config.lake import Lake
 
 
 def register(sub) -> None:
     p = sub.add_parser("mine", help="run the mining job for one date")
-    p.add_argument("--date", required=True, help="YYYY-MM-DD")
+    p.add_argument("--date", required=True, type=date_arg, help="YYYY-MM-DD")
     p.add_argument("--pool", action="append", help="limit to these pools (repeatable)")
     p.set_defaults(func=_cmd_mine)
 
@@ -20,13 +21,12 @@ def _cmd_mine(args) -> int:
     from pipelines.warehouse.session import get_spark
 
     from jobs.mine import landed_files
-    from pipelines.config.lake import safe_date
     from pipelines.config.pools import pool
 
     lake = Lake.from_env()
     for name in args.pool or ():
         pool(name)  # an unknown pool is a KeyError naming the known ones, before Spark starts
-    if not landed_files(lake, "runs", safe_date(args.date), args.pool):
+    if not landed_files(lake, "runs", args.date, args.pool):
         raise FileNotFoundError(f"nothing landed for {args.date} (pools: {', '.join(args.pool or ['all'])}) under "
                                 f"{lake.landing}; run a sweep for that night first (make demo)")
     try:

@@ -20,6 +20,7 @@ import argparse
 import json
 import math
 
+from pipelines.cli.args import date_arg
 from pipelines.config.lake import Lake
 
 
@@ -36,7 +37,7 @@ def register(sub) -> None:
     p.add_argument("--ep", type=int, default=1, help="MoE: expert-parallel ways within the tp GPUs (default 1)")
     p.add_argument("--device-kind", choices=["gpu", "simulated"], help="which measurements (never mixed)")
     p.add_argument("--torch", help="only measurements of runs with this torch version")
-    p.add_argument("--date", action="append", help="only measurements of these nights (repeatable)")
+    p.add_argument("--date", action="append", type=date_arg, help="only measurements of these nights (repeatable)")
     p.add_argument("--vs-gpu", help="compare: the same workload on this SKU (side B)")
     p.add_argument("--vs-torch", help="compare: the same GPU with this torch version (side B)")
     p.add_argument("--calls", action="store_true", help="list every kernel call with its time and source")

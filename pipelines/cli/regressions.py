@@ -13,7 +13,8 @@ import argparse
 import json
 import sys
 
-from pipelines.config.lake import Lake, safe_date
+from pipelines.cli.args import date_arg
+from pipelines.config.lake import Lake
 
 DETAIL_COLUMNS = ("series_key", "metric", "kernel", "dtype", "gpu_sku", "change_run_id", "change_pct", "q_value",
                   "direction", "status", "cause")
@@ -25,7 +26,7 @@ def register(sub) -> None:
     from pipelines.query.selectable import SELECTABLE
 
     p = sub.add_parser("regressions", help="the night's regressions and improvements, pooled by what changed")
-    p.add_argument("--date", help="night of the change runs, YYYY-MM-DD (default: every night)")
+    p.add_argument("--date", type=date_arg, help="night of the change runs, YYYY-MM-DD (default: every night)")
     p.add_argument("--all", action="store_true", help="include cleared changes")
     p.add_argument("--detail", action="store_true", help="also list every change")
     p.add_argument("--format", choices=["table", "json"], default="table")
@@ -71,7 +72,7 @@ def _cmd_regressions(args) -> int:
 
     spark = reader_session(Lake.from_env())
     table = catalog.read_table(spark, REGRESSIONS)
-    dt = safe_date(args.date) if args.date else None
+    dt = args.date
     groups = [r.asDict() for r in pooled(table, dt, include_cleared=args.all).collect()]
     rows = []
     if args.detail:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from pipelines.cli.args import date_arg
 from pipelines.config.lake import Lake
 
 REPORT_HELP = """\
@@ -50,7 +51,7 @@ def register(sub) -> None:
     raw = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser("report", help="write the nightly HTML report (or `report compare`)", description=REPORT_HELP,
                        formatter_class=raw)
-    p.add_argument("--date", help="YYYY-MM-DD (default: the newest night with runs)")
+    p.add_argument("--date", type=date_arg, help="YYYY-MM-DD (default: the newest night with runs)")
     p.add_argument("--out", help="file to write (default: <lake>/reports/nightly-<date>.html)")
     p.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb", help="how to read the tables")
     p.set_defaults(func=_cmd_report)
@@ -63,9 +64,9 @@ def register(sub) -> None:
     c.add_argument("--field", help="any perf.runs column to compare on (with --a and --b)")
     c.add_argument("--a", dest="value_a", help="side A value of --field")
     c.add_argument("--b", dest="value_b", help="side B value of --field")
-    c.add_argument("--date", help="night of both sides (default: each side's newest)")
-    c.add_argument("--date-a")
-    c.add_argument("--date-b")
+    c.add_argument("--date", type=date_arg, help="night of both sides (default: each side's newest)")
+    c.add_argument("--date-a", type=date_arg)
+    c.add_argument("--date-b", type=date_arg)
     c.add_argument("--out")
     c.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb")
     c.set_defaults(func=_cmd_compare)

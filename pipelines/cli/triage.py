@@ -11,6 +11,7 @@ import datetime
 import getpass
 import json
 
+from pipelines.cli.args import date_arg
 from pipelines.config.lake import Lake
 
 LIST_COLUMNS = ("regression_id", "owner", "status", "triage_due_dt", "overdue", "metric", "kernel", "dtype",
@@ -28,7 +29,7 @@ def register(sub) -> None:
     a.add_argument("--overdue", action="store_true", help="only open regressions past their triage due date")
     a.add_argument("--improvements", action="store_true", help="improvements instead of regressions")
     a.add_argument("--all", action="store_true", help="every status and direction")
-    a.add_argument("--today", help="YYYY-MM-DD for --overdue (default: today, UTC)")
+    a.add_argument("--today", type=date_arg, help="YYYY-MM-DD for --overdue (default: today, UTC)")
     a.add_argument("--format", choices=["table", "json"], default="table")
     a.set_defaults(func=_cmd_list)
 
@@ -43,13 +44,12 @@ def register(sub) -> None:
 
 def _cmd_list(args) -> int:
     from pipelines.warehouse import catalog
-    from pipelines.config.lake import safe_date
     from pipelines.warehouse.session import reader_session
     from pipelines.query.sql import format_rows
     from pipelines.triage.status import items
     from schemas.tables import REGRESSIONS
 
-    today = safe_date(args.today) if args.today else datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    today = args.today or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     spark = reader_session(Lake.from_env())
     table = catalog.read_table(spark, REGRESSIONS)
     statuses = None if args.all else tuple(args.status or ("provisional", "confirmed", "acknowledged"))
