@@ -111,6 +111,13 @@ def test_soak_the_night_and_the_backfill_both_succeed_through_the_services_airfl
     assert all(state in ("running", "healthy") for state in shown["services"].values()), shown["services"]
 
 
+def test_the_commands_that_read_through_spark_connect_answer(deployment):
+    # after `make up` they read over Spark Connect; pyspark.sql.functions once asserted a local JVM there
+    assert "in the whole history" in deployment.perflake("regressions", timeout=300).stdout
+    listed = json.loads(deployment.perflake("triage", "list", "--all", "--format", "json", timeout=300).stdout)
+    assert isinstance(listed["regressions"], list)
+
+
 def test_soak_shards_of_different_pools_ran_at_the_same_time(deployment):
     _, runs, _ = deployment.soak
     rows = deployment.airflow_db(

@@ -112,9 +112,12 @@ def reader_session(lake: Lake):
     """A session for reading the lake's tables: in services mode a Spark Connect session
     on the shared Spark SQL service (no JVM in this process; read-only, behind the gate,
     and it runs no user code: a job with Python UDFs uses `get_spark`), which presents the
-    service's Connect token; else `get_spark`."""
+    service's Connect token; else `get_spark`, as in a process that runs Spark itself
+    already (a job, `perflake demo`'s DAG): one process, one kind of session."""
+    from pyspark import SparkContext
+
     services = configured(lake)
-    if services is None:
+    if services is None or SparkContext._active_spark_context is not None:
         return get_spark(lake)
     import socket
 
@@ -131,6 +134,11 @@ def reader_session(lake: Lake):
                                f"with `make up` (`make status` shows each one's state and log)") from None
     channel = DefaultChannelBuilder(services.connect_url)  # the token goes in no URL (errors quote URLs)
     channel.set(ChannelBuilder.PARAM_TOKEN, connect_token(services))
+    # What pyspark's own builder does for every Connect session (`SparkSession.builder.remote`):
+    # mark this process a Connect client, so that pyspark.sql.functions build Connect
+    # columns; without it F.col asserted a local SparkContext (`perflake regressions`,
+    # `perflake triage list` after `make up`).
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
     return RemoteSparkSession.builder.channelBuilder(channel).getOrCreate()
 
 
