@@ -3,6 +3,7 @@ traceback (issue #20); -v adds the traceback. No test here starts Spark: each ch
 happens before a JVM would."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -132,3 +133,17 @@ def test_a_date_that_is_not_a_night_is_refused_before_any_work(argv, capsys):
     assert exit_.value.code == 2
     assert re.search(r"error: argument --(date|date-a|today): date '.*' is not (YYYY-MM-DD|a calendar date)",
                      capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("argv, code", [(["pools"], 2), (["sql-server", "start"], 1)])  # 1: "did not come up"
+def test_a_lake_on_services_that_are_down_says_make_up(tmp_path, argv, code):
+    # a lake that `make up` set up, its PostgreSQL stopped (a port where nothing listens)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    (tmp_path / "services").mkdir()
+    (tmp_path / "services" / "services.json").write_text(json.dumps({"pg_port": free}))
+    proc = perflake(*argv, lake=tmp_path, timeout=60)
+    assert proc.returncode == code and "Traceback" not in proc.stderr, proc.stderr
+    assert f"perflake {argv[0]}: error: this lake runs on shared services" in proc.stderr
+    assert f"their PostgreSQL (127.0.0.1:{free}) does not answer: start them with `make up`" in proc.stderr

@@ -60,7 +60,14 @@ def airflow_secrets(lake: Lake) -> dict[str, str]:
 
 
 def prepare_airflow(lake: Lake) -> None:
-    """Point this process at the lake's Airflow home and migrate its database once."""
+    """Point this process at the lake's Airflow home and migrate its database once.
+    ServiceError where that database is the shared services' and they are down."""
+    from pipelines.config.services import ServiceError
+    from pipelines.warehouse.preflight import services_down
+
+    down = services_down(lake)
+    if down:
+        raise ServiceError(down)
     # Variables already set (by a team's own Airflow) win; in services mode the database
     # is the services' and no SQLite setting may hide it.
     env = airflow_env(lake)

@@ -50,6 +50,7 @@ from pipelines.query import gate
 from pipelines.query.files import (audit_log, log_file, password_file, pid_file, pools_file, properties_file,
                                   run_dir, service_dir, tls_configured, tls_dir)
 from pipelines.query.users import users
+from pipelines.warehouse.preflight import services_down
 from pipelines.warehouse.session import merged_conf, spark_conf, spark_home
 
 DEFAULT_HOST = "127.0.0.1"
@@ -195,6 +196,9 @@ def start(lake: Lake, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, tim
         raise ValueError(f"host {host!r} is not loopback and the server has no users to authenticate: add one with "
                          f"`perflake sql-server add-user NAME` first (an unauthenticated port lets anyone who reaches "
                          f"it query the lake)")
+    down = services_down(lake)
+    if down:
+        raise RuntimeError(down)
     current = status(lake)
     if current.running:
         raise RuntimeError(f"a SQL server already runs for this lake (pid {current.pid}, {current.url}); "

@@ -66,18 +66,28 @@ def check_spark_can_start(lake: Lake) -> None:
             else "no `java` on PATH"
         raise SparkUnavailable(f"Java not found ({where}): Spark needs Java 17; install it "
                                f"(Debian: apt-get install -y openjdk-17-jre-headless) or set JAVA_HOME")
-    services = configured(lake)
-    if services is not None:
-        if not _answers(HOST, services.pg_port):
-            raise SparkUnavailable(f"this lake runs on shared services ({services.file}) but their PostgreSQL "
-                                   f"({HOST}:{services.pg_port}) does not answer: start them with `make up` "
-                                   f"(or run embedded for one command with PERFLAKE_SERVICES=off)")
+    if configured(lake) is not None:
+        down = services_down(lake)
+        if down:
+            raise SparkUnavailable(down)
         return  # a shared metastore admits every process
     pid = _holder_after_grace(lake)
     if pid is not None:
         raise SparkUnavailable(f"the metastore {lake.metastore} is held by another process ({_describe(pid)}); "
                                f"the embedded metastore admits one process at a time: let that one finish or stop "
                                f"it, or query without Spark (perflake sql --engine duckdb)")
+
+
+def services_down(lake: Lake) -> str | None:
+    """Where this lake runs on shared services (`make up`) whose PostgreSQL (the
+    metastore, Airflow's database) does not answer, the sentence saying so and what to
+    do; else None. Asked before anything that needs them starts (Spark, an Airflow
+    migration, the SQL server), so that the user reads this, not a connection error."""
+    services = configured(lake)
+    if services is None or _answers(HOST, services.pg_port):
+        return None
+    return (f"this lake runs on shared services ({services.file}) but their PostgreSQL ({HOST}:{services.pg_port}) "
+            f"does not answer: start them with `make up` (or run embedded for one command with PERFLAKE_SERVICES=off)")
 
 
 def _answers(host: str, port: int) -> bool:
