@@ -2,8 +2,8 @@
 to do. `main()` prints the sentence and exits non-zero; `-v` shows the traceback too.
 
 A failure is known when its exception type says so (a bad value, an unknown name, a
-file that is missing, a folder or unreadable, Spark unable to start, a port in use) or when a JVM error carries a
-message we recognise (the metastore held by another process)."""
+path that is missing, a folder or unreadable, Spark unable to start, a port in use) or
+when a JVM error carries a message we recognise (the metastore held by another process)."""
 from __future__ import annotations
 
 import errno

@@ -51,8 +51,9 @@ def register(subparsers) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
     p.add_argument("--pool", help="pool the results belong to (default: the registered pool of the run's gpu_sku "
                                   "and device_kind); it must be of the shard's own hardware")
-    p.add_argument("--date", type=date_arg, help="run date YYYY-MM-DD (default: the run's start date, or today for nvbench); a "
-                                  "shard that landed before stays where it landed")
+    p.add_argument("--date", type=date_arg,
+                   help="run date YYYY-MM-DD (default: the run's start date, or today for nvbench); a shard that "
+                        "landed before stays where it landed")
     p.add_argument("--force-pool", action="store_true",
                    help="land in --pool even where the shard's GPU SKU or device kind differ from the pool's "
                         "(logged in the report and the ingest manifest)")

@@ -66,10 +66,10 @@ def check_spark_can_start(lake: Lake) -> None:
             else "no `java` on PATH"
         raise SparkUnavailable(f"Java not found ({where}): Spark needs Java 17; install it "
                                f"(Debian: apt-get install -y openjdk-17-jre-headless) or set JAVA_HOME")
+    down = services_down(lake)
+    if down:
+        raise SparkUnavailable(down)
     if configured(lake) is not None:
-        down = services_down(lake)
-        if down:
-            raise SparkUnavailable(down)
         return  # a shared metastore admits every process
     pid = _holder_after_grace(lake)
     if pid is not None:
