@@ -38,7 +38,8 @@ def register(sub) -> None:
     p.add_argument("--alpha", type=_probability, default=None,
                    help="largest p-value of a reported change in the history's body, per history (default "
                         "0.005; the newest runs, asked again every night, are held to the smaller of this and "
-                        "0.001). 0.01 finds few more steps and costs TCPD F1; see docs/regressions.md")
+                        "0.001). 0.02 finds 0.5-0.8 %% more of the steps for two to three times the false alarms; see "
+                        "docs/regressions.md")
     p.set_defaults(func=_cmd_detect)
 
     p = sub.add_parser("compare", help="compare two runs (or two sets of runs) case by case on their raw samples",
