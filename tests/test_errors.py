@@ -147,3 +147,20 @@ def test_a_lake_on_services_that_are_down_says_make_up(tmp_path, argv, code):
     assert proc.returncode == code and "Traceback" not in proc.stderr, proc.stderr
     assert f"perflake {argv[0]}: error: this lake runs on shared services" in proc.stderr
     assert f"their PostgreSQL (127.0.0.1:{free}) does not answer: start them with `make up`" in proc.stderr
+
+
+def test_every_commands_help_renders():
+    # argparse formats help with %: a stray "%" in a help text breaks `--help` of that command
+    import argparse
+
+    from pipelines.cli import build_parser
+
+    def walk(parser, path):
+        parser.format_help()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    yield from walk(child, [*path, name])
+        yield path
+
+    assert len(list(walk(build_parser(), ["perflake"]))) > 20
