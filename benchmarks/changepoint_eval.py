@@ -94,7 +94,8 @@ from changepoint_nightly import (  # noqa: E402
 from changepoint_otava import run_otava  # noqa: E402
 from changepoint_stress import STRESS_DEV_SEED, STRESS_HELDOUT_SEED, stress_histories  # noqa: E402
 from changepoint_wide import (  # noqa: E402,F401 (score_wide and the seeds are read by tests/test_benchmarks.py)
-    DEV_SEED, HELDOUT_SEED, MATCH_NIGHTS, false_alarm_interval, recall_intervals, score_wide, wide_histories,
+    DEV_SEED, HELDOUT_SEED, MATCH_NIGHTS, false_alarm_interval, format_span, recall_intervals, score_wide,
+    wide_histories,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -212,15 +213,13 @@ def _report_wide(title: str, histories: list[dict]) -> None:
         print(f"  {method} FA/1000q by family: "
               + ", ".join(f"{f} {v:.2f}" for f, v in sc["fa_quiet_family"].items()))
     # sampling error: the detector's recall, and its difference from each other method on the same histories
-    spans = recall_intervals(ours)
     print("  perflake detect recall, 95 % interval (bootstrap over the histories, 2,000 draws): "
-          + ", ".join(f"{k} {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for k, v in spans.items()))
-    print("  FA/1000q, 95 % interval (bootstrap over the change-free histories): " + ", ".join(
-        f"{m} {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for m, v in ((m, false_alarm_interval(sc)) for m, sc in scores.items())))
+          + ", ".join(format_span(k, v) for k, v in recall_intervals(ours).items()))
+    print("  FA/1000q, 95 % interval (bootstrap over the change-free histories): "
+          + ", ".join(format_span(m, false_alarm_interval(sc)) for m, sc in scores.items()))
     for method in [m for m in scores if m != "perflake detect"]:
-        spans = recall_intervals(ours, scores[method])
         print(f"  perflake - {method}, recall, 95 % interval (paired bootstrap over the histories): "
-              + ", ".join(f"{k} {v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]" for k, v in spans.items()))
+              + ", ".join(format_span(k, v, signed=True) for k, v in recall_intervals(ours, scores[method]).items()))
     floors = DetectorParams()
     print(f"  steps above the detector's floors (>= {floors.min_rel_change:.0%} and >= {floors.min_sigma:g} sigma): "
           + ", ".join(f"{m} {cell(sc['above_floors'])}" for m, sc in scores.items())

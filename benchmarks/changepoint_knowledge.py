@@ -33,7 +33,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from changepoint_wide import DEV_SEED, recall_intervals, wide_histories, score_wide  # noqa: E402
+from changepoint_wide import DEV_SEED, format_span, recall_intervals, wide_histories, score_wide  # noqa: E402
 
 STEPS = ("as is", "true noise", "true candidates", "no drift guard", "no measured floors")
 YOUNG_NIGHTS = 5  # changes this close to the end are left to stage 4, as in the generator's "last 5 nights"
@@ -91,7 +91,7 @@ def main() -> None:
         gain = recall_intervals(s, scores[0])["all"]
         print(f"{step:20s} {s['all'][0]:6.3f} " + " ".join(f"{s['family'][f][0]:9.3f}" for f in families)
               + f" {s['tail']['earlier'][0]:6.3f} {s['tail']['last 5 nights'][0]:6.3f} {s['fa_quiet']:8.3f}"
-              + f"  {gain[0]:+.3f} [{gain[1]:+.3f}, {gain[2]:+.3f}]")
+              + "  " + format_span("", gain, signed=True))
     print(f"\nwall time {time.time() - t0:.0f} s")
 
 

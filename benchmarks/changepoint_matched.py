@@ -40,7 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pipelines.changepoint import DetectorParams, detect  # noqa: E402
 
 from changepoint_otava import OTAVA_DEFAULT_PVALUE, run_otava  # noqa: E402
-from changepoint_wide import DEV_SEED, HELDOUT_SEED, recall_intervals, score_wide, wide_histories  # noqa: E402
+from changepoint_wide import (DEV_SEED, HELDOUT_SEED, format_span, recall_intervals, score_wide,  # noqa: E402
+                              wide_histories)
 
 DETECTOR = "perflake detect"
 OTAVA = "otava 0.8"
@@ -134,7 +135,7 @@ def _print_within(rows: list[dict], budget: float) -> None:
 
 
 def _spans(spans: dict[str, tuple[float, float, float]]) -> str:
-    return ", ".join(f"{k} {v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]" for k, v in spans.items())
+    return ", ".join(format_span(k, v, signed=True) for k, v in spans.items())
 
 
 def main() -> None:

@@ -154,7 +154,8 @@ def score_wide(histories: list[dict], reports: list[list[tuple[int, bool]]]) -> 
         "fa_quiet_family": {f: 1000.0 * c / n if n else float("nan") for f, (c, n) in quiet_by_family.items()},
         "sigma": {f"{lo}-{hi if hi < 31 else 30}": share((sig >= lo) & (sig < hi)) for lo, hi in SIGMA_CLASSES},
         "tail": {"last 5 nights": share(tail <= 5), "earlier": share(tail > 5)},
-        "fa_quiet": 1000.0 * fa_quiet / max(nights_quiet, 1), "quiet_histories": quiet, "fa_all": 1000.0 * fa_all / max(nights_all, 1),
+        "fa_quiet": 1000.0 * fa_quiet / max(nights_quiet, 1), "fa_all": 1000.0 * fa_all / max(nights_all, 1),
+        "quiet_histories": quiet,  # (confirmed reports, nights) per change-free history (`false_alarm_interval`)
         "unmatched_any_all": 1000.0 * prov_all / max(nights_all, 1),
         # each true change: its history, and whether it was found (`recall_intervals`)
         "steps": {"history": [r[6] for r in rows], "family": fam.tolist(), "headline": head.tolist(),
@@ -186,7 +187,7 @@ def recall_intervals(score: dict, other: dict | None = None, draws: int = 2000, 
             raise ValueError("recall_intervals: the two scores are of different histories")
         found_other = np.asarray(other["steps"]["found"], dtype=float)
     n_hist = steps["histories"]
-    counts = np.random.default_rng(seed).multinomial(n_hist, np.full(n_hist, 1.0 / n_hist), size=draws)
+    counts = _resampled(n_hist, draws, seed)
 
     def recall(f: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, float]:
         """(recall in each draw, recall itself): a draw weighs each history by how often it was drawn."""
@@ -202,8 +203,7 @@ def recall_intervals(score: dict, other: dict | None = None, draws: int = 2000, 
         if other is not None:
             draws_b, est_b = recall(found_other, sel)
             draws_a, est = draws_a - draws_b, est - est_b
-        lo, hi = np.quantile(draws_a, [(1 - level) / 2, (1 + level) / 2])
-        out[name] = (float(est), float(lo), float(hi))
+        out[name] = (est, *_percentiles(draws_a, level))
     return out
 
 
@@ -214,7 +214,22 @@ def false_alarm_interval(score: dict, draws: int = 2000, seed: int = 0, level: f
     if not score["quiet_histories"]:
         return float("nan"), float("nan"), float("nan")
     alarms, nights = np.asarray(score["quiet_histories"], dtype=float).T
-    counts = np.random.default_rng(seed).multinomial(len(nights), np.full(len(nights), 1.0 / len(nights)), size=draws)
-    rates = 1000.0 * (counts @ alarms) / (counts @ nights)
-    lo, hi = np.quantile(rates, [(1 - level) / 2, (1 + level) / 2])
-    return 1000.0 * float(alarms.sum() / nights.sum()), float(lo), float(hi)
+    counts = _resampled(len(nights), draws, seed)
+    return (1000.0 * float(alarms.sum() / nights.sum()),
+            *_percentiles(1000.0 * (counts @ alarms) / (counts @ nights), level))
+
+
+def format_span(name: str, span: tuple[float, float, float], signed: bool = False) -> str:
+    """'name value [low, high]' ('value [low, high]' without a name), signed (+/-) for a difference."""
+    f = "+.3f" if signed else ".3f"
+    return (f"{name} " if name else "") + f"{span[0]:{f}} [{span[1]:{f}}, {span[2]:{f}}]"
+
+
+def _resampled(n: int, draws: int, seed: int) -> np.ndarray:
+    """(draws, n): how often each of n histories is drawn in each bootstrap draw of n."""
+    return np.random.default_rng(seed).multinomial(n, np.full(n, 1.0 / n), size=draws)
+
+
+def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
+    lo, hi = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
