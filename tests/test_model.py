@@ -3,6 +3,7 @@ against hand-computed shapes and flop counts, the generated suite, and the proje
 of a step on a tiny lake with known kernel times (read through DuckDB; no Spark)."""
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -131,10 +132,11 @@ KNOWN_NS = 100_000.0   # every case the tiny lake measures exactly takes this lo
 QKV_BELOW, QKV_ABOVE = 50_000.0, 200_000.0   # ... but the QKV GEMM's neighbours
 
 
-def _write_lake(root: Path, sku: str = H100) -> Lake:
-    """A lake whose case_stats hold, on `sku` (simulated): every call of W's step S but
-    the QKV GEMM and the LM head, at KNOWN_NS; the QKV GEMM's neighbours n=5120 and
-    n=8192; nothing near the LM head."""
+def _write_lake(root: Path, sku: str = H100, kind: str = "simulated", scale: float = 1.0) -> Lake:
+    """A lake whose case_stats hold, on `sku` (of device kind `kind`): every call of W's
+    step S but the QKV GEMM and the LM head, at KNOWN_NS; the QKV GEMM's neighbours
+    n=5120 and n=8192; nothing near the LM head (every median times `scale`). Called
+    again on the same root, it adds that kind's measurements."""
     from kernels_bench.kernels import kernel_for
     from schemas.tables import CASE_STATS, CASES
 
@@ -148,15 +150,17 @@ def _write_lake(root: Path, sku: str = H100) -> Lake:
     lake = Lake(root)
     stats = [{**{col: None for col in CASE_STATS.column_names}, "run_id": "r1", "case_id": cid, "attempt": 1,
               "family": c.family, "kernel": c.kernel, "backend": c.backend, "dtype": c.dtype,
-              "device_kind": "simulated", "gpu_sku": sku, "status": "ok", "median_ns": ns,
+              "device_kind": kind, "gpu_sku": sku, "status": "ok", "median_ns": ns * scale,
               "flops_per_call": kernel_for(c.kernel).flops(c), "bytes_per_call": kernel_for(c.kernel).bytes(c),
               "energy_per_call_j": ns * 1e-9 * 500.0} for cid, (c, ns) in cases.items()]
-    part = lake.warehouse / "case_stats" / "dt=2035-01-02" / "pool=sim-h100"
+    part = lake.warehouse / "case_stats" / "dt=2035-01-02" / f"pool={'sim-h100' if kind == 'simulated' else 'h100'}"
     part.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(stats, CASE_STATS.arrow_schema(with_partitions=False)), part / "p.parquet")
     rows = [{**{col: None for col in CASES.column_names}, "case_id": cid, "family": c.family, "kernel": c.kernel,
              "backend": c.backend, "dtype": c.dtype, "params": [(k, str(v)) for k, v in c.params]}
             for cid, (c, _) in cases.items()]
+    if (lake.warehouse / "cases").exists():
+        return lake
     (lake.warehouse / "cases").mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(rows, CASES.arrow_schema()), lake.warehouse / "cases" / "p.parquet")
     return lake
@@ -251,6 +255,25 @@ def test_the_cli_labels_simulated_data_and_names_its_sources(tmp_path, capsys, m
     assert "between measured n=5120 and n=8192" in out  # the --calls table names each call's source
     assert main(["model", "llama-8b", "--gpu", H100, "--tp", "3"]) == 2
     assert "tp 3 does not divide the 32 query heads" in capsys.readouterr().err
+
+
+def test_a_gpu_measured_for_real_and_simulated_is_read_from_its_real_measurements_unless_asked(tmp_path, capsys,
+                                                                                                 monkeypatch):
+    from pipelines.cli import main
+
+    lake = _write_lake(tmp_path)                          # simulated, every measured call at KNOWN_NS
+    _write_lake(tmp_path, kind="gpu", scale=2.0)          # the same cases measured for real, twice as slow
+    monkeypatch.setenv("PERFLAKE_HOME", str(lake.root))
+    args = ["model", "llama-8b", "--gpu", H100, "--phase", "prefill", "--prompt", "2048", "--format", "json"]
+    assert main(args) == 0
+    real = json.loads(capsys.readouterr().out)[0]["summary"]
+    assert main([*args, "--device-kind", "simulated"]) == 0
+    sim = json.loads(capsys.readouterr().out)[0]["summary"]
+    assert not real["simulated"] and sim["simulated"]
+    assert real["step_ns"] == pytest.approx(2 * sim["step_ns"])  # never mixed: every call from one kind
+    assert real["context"].startswith(f"gpu measurements of {H100}")
+    assert "also holds simulated measurements" in real["context"] and "--device-kind simulated" in real["context"]
+    assert "also holds" not in sim["context"]
 
 
 def test_every_preset_is_answered_on_every_catalog_gpu_with_its_sources(tmp_path):

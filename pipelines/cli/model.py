@@ -35,7 +35,8 @@ def register(sub) -> None:
     p.add_argument("--context", type=int, default=4096, help="decode: KV cache tokens (default 4096)")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs (default 1)")
     p.add_argument("--ep", type=int, default=1, help="MoE: expert-parallel ways within the tp GPUs (default 1)")
-    p.add_argument("--device-kind", choices=["gpu", "simulated"], help="which measurements (never mixed)")
+    p.add_argument("--device-kind", choices=["gpu", "simulated"],
+                   help="which measurements (never mixed; default: the real ones where a GPU has both)")
     p.add_argument("--torch", help="only measurements of runs with this torch version")
     p.add_argument("--date", action="append", type=date_arg, help="only measurements of these nights (repeatable)")
     p.add_argument("--vs-gpu", help="compare: the same workload on this SKU (side B)")

@@ -76,7 +76,9 @@ def register(sub) -> None:
     p.add_argument("--target", action="append", help="catalog SKU to project onto (repeatable; default: every "
                                                      "catalog GPU with no measurements)")
     p.add_argument("--source", help="measured SKU to calibrate on (default: the one with the most cases)")
-    p.add_argument("--device-kind", choices=["gpu", "simulated"], help="kind of calibration data (never mixed)")
+    p.add_argument("--device-kind", choices=["gpu", "simulated"],
+                   help="kind of calibration data (never mixed; with --source, default: its real measurements "
+                        "where it has both)")
     p.add_argument("--source-date", action="append", help="calibrate on these nights only (repeatable)")
     p.add_argument("--source-pool", action="append", help="calibrate on these pools only (repeatable)")
     p.add_argument("--measured-date", action="append", help="score against these nights only (repeatable)")

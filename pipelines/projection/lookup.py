@@ -4,8 +4,9 @@ software version and an as-of date), the interpolation between measured neighbou
 shapes of the same kernel, and the roofline calibration (pipelines/projection/roofline.py)
 for what neither covers.
 
-Simulated and measured data are never mixed: a GPU measured both ways needs the caller
-to say which (`device_kind`).
+Simulated and measured data are never mixed: a GPU measured both ways is read from its
+real measurements unless the caller asks for the simulated ones (`device_kind`), and the
+lookup's context line says that the other kind is there.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class Lookup:
     history: pd.DataFrame
     calibration: object | None          # roofline.Calibration, or None: spec-sheet roofs only
     software: str | None = None          # the torch version the measurements were limited to
+    note: str = ""                       # e.g. that the lake also holds the other device kind
 
     @property
     def simulated(self) -> bool:
@@ -72,7 +74,7 @@ class Lookup:
         cal = self.calibration
         roof = (f"roofline calibrated on {cal.source}" if cal is not None
                 else "roofline from the spec sheet alone (uncalibrated: a lower bound)")
-        return f"{what}; {roof}"
+        return f"{what}; {roof}" + (f"; {self.note}" if self.note else "")
 
 
 def newest(history: pd.DataFrame) -> pd.DataFrame:
@@ -80,6 +82,21 @@ def newest(history: pd.DataFrame) -> pd.DataFrame:
     if history.empty:
         return history
     return history.sort_values(["dt", "run_id"]).groupby("case_id", as_index=False).tail(1).reset_index(drop=True)
+
+
+def choose_kind(frames, sku: str) -> tuple[str | None, str]:
+    """Which of `sku`'s measurements to read when the caller named no device kind: the
+    only kind the lake holds, or the real ones ('gpu') where it holds both (simulated
+    nights are for demos and tests), with a note saying how to read the other instead.
+    (None, "") when `sku` was never measured."""
+    kinds = frames.table("case_stats", "gpu_sku = ? AND status = 'ok'", "DISTINCT device_kind", params=[sku])
+    kinds = sorted(kinds["device_kind"].dropna()) if not kinds.empty else []
+    if len(kinds) <= 1:
+        return (kinds[0] if kinds else None), ""
+    kind = "gpu" if "gpu" in kinds else kinds[0]
+    others = [k for k in kinds if k != kind]
+    return kind, (f"the lake also holds {' and '.join(others)} measurements of {sku}, never mixed with these: "
+                  f"--device-kind {others[0]} reads them")
 
 
 def load_lookup(frames, sku: str, *, device_kind: str | None = None, torch_version: str | None = None,
@@ -94,13 +111,9 @@ def load_lookup(frames, sku: str, *, device_kind: str | None = None, torch_versi
     hardware(sku)  # an unknown SKU is an error naming the catalog
     if not frames.has("case_stats"):
         return Lookup(sku, device_kind, pd.DataFrame(columns=_COLUMNS), None, torch_version)
+    note = ""
     if device_kind is None:
-        kinds = frames.table("case_stats", "gpu_sku = ? AND status = 'ok'", "DISTINCT device_kind", params=[sku])
-        kinds = sorted(kinds["device_kind"].dropna()) if not kinds.empty else []
-        if len(kinds) > 1:
-            raise ValueError(f"{sku} has both {' and '.join(kinds)} measurements; pass --device-kind to choose "
-                             f"(simulated and measured data are never mixed)")
-        device_kind = kinds[0] if kinds else None
+        device_kind, note = choose_kind(frames, sku)
     where, params = ["gpu_sku = ?", "status = 'ok'", "median_ns > 0"], [sku]
     if device_kind:
         where.append("device_kind = ?")
@@ -127,7 +140,7 @@ def load_lookup(frames, sku: str, *, device_kind: str | None = None, torch_versi
             device_kind = device_kind or kind
     except ValueError:
         cal = None
-    return Lookup(sku, device_kind, history, cal, torch_version)
+    return Lookup(sku, device_kind, history, cal, torch_version, note)
 
 
 def _plain(v) -> str:

@@ -306,22 +306,21 @@ def project_job(lake, target: str, *, source: str | None = None, device_kind: st
     from kernels_bench.hardware import hardware
     from pipelines.warehouse.frames import Frames
     from pipelines.config.progress import Progress
+    from pipelines.projection.lookup import choose_kind
 
     progress = progress or Progress(5, "project")
     target_hw = hardware(target)
     with Frames(lake, engine, spark) as frames:
         progress.step("choosing the calibration hardware")
+        note = ""
         if source is None:
             source, device_kind = pick_source(frames, target, device_kind)
         elif device_kind is None:
-            kinds = frames.table("case_stats", "gpu_sku = ? AND status = 'ok'", "DISTINCT device_kind",
-                                 params=[source])
-            kinds = sorted(kinds["device_kind"].dropna()) if not kinds.empty else []
-            if len(kinds) != 1:
-                raise ValueError(f"{source} has {'no' if not kinds else 'both ' + ' and '.join(kinds)} measurements; "
-                                 f"pass --device-kind to choose (simulated and measured data are never mixed)")
-            device_kind = kinds[0]
-        progress.step(f"reading {source} ({device_kind}) measurements and earlier projections")
+            device_kind, note = choose_kind(frames, source)
+            if device_kind is None:
+                raise ValueError(f"{source} has no successful measurements in the lake to calibrate from")
+        progress.step(f"reading {source} ({device_kind}) measurements and earlier projections"
+                      + (f"; {note}" if note else ""))
         existing = frames.table("projections", "target_sku = ? AND source_sku = ? AND device_kind = ?",
                                 params=[target, source, device_kind])
         src = measured_cases(frames, source, device_kind=device_kind, dates=source_dates, pools=source_pools)
