@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from pipelines.warehouse import catalog
 from pipelines.landing.checks import split_files
 from pipelines.config.lake import Lake, safe_date
+from pipelines.config.progress import Progress
 from pipelines.mining.aggregate import case_stats
 from pipelines.mining.clean import clean_samples, latest_attempt, to_quarantine
 from pipelines.mining.commit import drop_shard_key, one_shard_per_case, uncommitted_shards, with_shard_key, without
@@ -83,17 +84,21 @@ def hardware_frame(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame(rows, spark_schema(HARDWARE))
 
 
-def mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None = None) -> MineSummary:
+def mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None = None, progress=None) -> MineSummary:
     """Mine and publish every pool of `dt`. The data-quality suites run on each pool's
     landed batches and on its case_stats; a pool that fails a hard expectation keeps
     its previously published partitions, the others publish, and then the job raises
     DataQualityError naming what failed. Every validation lands in perf.dq_results.
-    One mine per date at a time (a second one waits: catalog.mine_lock)."""
+    One mine per date at a time (a second one waits: catalog.mine_lock). `progress`
+    (pipelines.config.progress.Progress) is told each of the MINE_STEPS steps."""
     with catalog.mine_lock(lake, dt):
-        return _mine(spark, lake, dt, pools)
+        return _mine(spark, lake, dt, pools, progress or Progress(MINE_STEPS, quiet=True))
 
 
-def _mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None) -> MineSummary:
+MINE_STEPS = 4
+
+
+def _mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None, progress) -> MineSummary:
     now, started = dt_now(), time.perf_counter()
     inputs: dict[str, list[Path]] = {}
     rejected_files: list[tuple[Path, str]] = []
@@ -104,6 +109,7 @@ def _mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None) -> 
     if not inputs["runs"]:
         raise FileNotFoundError(f"nothing landed for dt={dt} pools={pools or 'all'} under {lake.landing}")
 
+    progress.step(f"reading {sum(map(len, inputs.values()))} landed files of {dt}, checking and cleaning them")
     hardware = hardware_frame(spark)
     if not catalog.holds(spark, hardware, HARDWARE):  # it changes with kernels_bench's catalog only
         catalog.replace_by_key(spark, lake, hardware, HARDWARE)
@@ -157,13 +163,16 @@ def _mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None) -> 
     # Each pool published tonight owns its (dt, pool) partitions whole: a retry in which
     # every case failed leaves its samples partition empty, not as the last mine left it.
     owned = [(dt, r.pool) for r in out["runs"].select("pool").distinct().collect()]
+    progress.step(f"publishing the night of pools {', '.join(sorted(p for _, p in owned)) or '(none)'}")
     catalog.write_partitions(spark, lake, out["runs"], RUNS)
     catalog.write_partitions(spark, lake, out["samples"].select(*ordered_columns(SAMPLES)), SAMPLES, owned=owned)
     catalog.write_partitions(spark, lake, out["stats"], CASE_STATS, owned=owned)
     catalog.replace_by_key(spark, lake, _cases(out["results"]), CASES)
     seconds = {"publish": _lap(started)}
+    progress.step("updating the history (perf.series)")
     update_history(spark, lake, night=dt, pools=pools)
     seconds["series"] = _lap(started, seconds)
+    progress.step("detecting changes (perf.regressions)")
     update_regressions(spark, lake, now, night=dt, pools=pools)
     seconds["regressions"] = _lap(started, seconds)
     q = quarantined[0]
@@ -269,7 +278,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pool", action="append")
     args = ap.parse_args(argv)
     lake = Lake.from_env(args.lake)
-    summary = mine(get_spark(lake, app="perflake-mine"), lake, args.date, args.pool)
+    progress = Progress(MINE_STEPS + 1, "mine")
+    progress.step("starting Spark")
+    summary = mine(get_spark(lake, app="perflake-mine"), lake, args.date, args.pool, progress)
+    progress.finish(f"{summary.case_stats} case statistics published for {args.date}")
     print(json.dumps(summary.__dict__))
     return 0
 

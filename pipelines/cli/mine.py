@@ -16,7 +16,8 @@ def register(sub) -> None:
 
 
 def _cmd_mine(args) -> int:
-    from jobs.mine import mine
+    from jobs.mine import MINE_STEPS, mine
+    from pipelines.config.progress import Progress
     from pipelines.mining.quality import DataQualityError
     from pipelines.warehouse.session import get_spark
 
@@ -29,10 +30,13 @@ def _cmd_mine(args) -> int:
     if not landed_files(lake, "runs", args.date, args.pool):
         raise FileNotFoundError(f"nothing landed for {args.date} (pools: {', '.join(args.pool or ['all'])}) under "
                                 f"{lake.landing}; run a sweep for that night first (make demo)")
+    progress = Progress(MINE_STEPS + 1, "mine")
+    progress.step("starting Spark")
     try:
-        summary = mine(get_spark(lake), lake, args.date, args.pool or None)
+        summary = mine(get_spark(lake), lake, args.date, args.pool or None, progress)
     except DataQualityError as e:  # the pools that passed were published
         print(f"perflake mine: {e}", file=sys.stderr)
         return 1
+    progress.finish(f"{summary.case_stats} case statistics published for {args.date}")
     print(json.dumps(summary.__dict__, indent=2))
     return 0

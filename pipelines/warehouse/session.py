@@ -40,6 +40,9 @@ def spark_conf(lake: Lake, role: str = WRITER_ROLE) -> dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": os.environ.get("PERFLAKE_SHUFFLE_PARTITIONS", "8"),
         "spark.ui.enabled": "false",
+        # perflake's commands print their own progress lines; Spark's stage bars would
+        # overwrite them on a terminal and fill a log with carriage returns.
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.parquet.compression.codec": "zstd",
         "spark.sql.files.maxRecordsPerFile": "5000000",
         # An aggregation whose input is already sorted by its keys (the mining chain sorts
