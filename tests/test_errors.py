@@ -164,3 +164,15 @@ def test_every_commands_help_renders():
         yield path
 
     assert len(list(walk(build_parser(), ["perflake"]))) > 20
+
+
+def test_perflake_airflow_reaches_the_lakes_own_airflow_or_says_how_to_start_it(tmp_path):
+    # A bare `airflow` would use ~/airflow; `perflake airflow` sets the lake's home,
+    # database and DAG folder (`make airflow`'s), whatever the shell exports.
+    shell = {"AIRFLOW_HOME": str(tmp_path / "elsewhere"), "AIRFLOW__CORE__DAGS_FOLDER": "/nowhere"}
+    conn = perflake("airflow", "config", "get-value", "database", "sql_alchemy_conn", lake=tmp_path, env=shell)
+    dags = perflake("airflow", "config", "get-value", "core", "dags_folder", lake=tmp_path, env=shell)
+    assert conn.stdout.strip() == f"sqlite:///{tmp_path}/airflow/airflow.db", conn.stderr
+    assert dags.stdout.strip() == str(REPO / "dags"), dags.stderr
+    line = one_sentence(perflake("airflow", "dags", "list", lake=tmp_path, env=shell), "airflow")
+    assert f"has no Airflow yet ({tmp_path}/airflow/airflow.db does not exist)" in line and "make airflow" in line

@@ -1,7 +1,10 @@
-"""`perflake demo`, `perflake demo-history` and `perflake pools`: the nightly sweep through
-Airflow on the embedded default, weeks of simulated nights landed and mined, and the
-Airflow pools from the pool registry."""
+"""`perflake demo`, `perflake demo-history`, `perflake pools` and `perflake airflow`: the
+nightly sweep through Airflow on the embedded default, weeks of simulated nights landed
+and mined, the Airflow pools from the pool registry, and any `airflow` command against
+the lake's own Airflow."""
 from __future__ import annotations
+
+import argparse
 
 from pipelines.config.lake import Lake
 
@@ -17,6 +20,11 @@ def register(sub) -> None:
 
     p = sub.add_parser("pools", help="create or update the Airflow pools from the pool registry")
     p.set_defaults(func=_cmd_pools)
+
+    p = sub.add_parser("airflow", help="run an `airflow` command against this lake's Airflow (`make airflow`'s, or "
+                                       "the services' after `make up`), e.g. airflow dags trigger nightly_sweep")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="the airflow command and its arguments")
+    p.set_defaults(func=_cmd_airflow)
 
 
 def _cmd_demo(args) -> int:
@@ -39,3 +47,25 @@ def _cmd_pools(args) -> int:
     for name in sync_pools():
         print(f"pool {name}: created or updated")
     return 0
+
+
+def _cmd_airflow(args) -> int:
+    """`airflow ARGS` with the lake's Airflow settings (its home, database and DAG folder;
+    the services' secrets in services mode). A bare `airflow` would use ~/airflow, a
+    different, empty Airflow."""
+    import os
+    from pathlib import Path
+
+    from pipelines.config.services import configured
+    from pipelines.deploy.airflow import environment, venv_bin
+
+    lake = Lake.from_env()
+    env = environment(lake)
+    if configured(lake) is None and args.rest[:1] not in (["db"], ["version"], ["config"], [], ["-h"], ["--help"]):
+        db = Path(env["AIRFLOW_HOME"]) / "airflow.db"
+        if not db.exists():
+            raise FileNotFoundError(f"the lake {lake.root} has no Airflow yet ({db} does not exist): start it with "
+                                    f"`make airflow` (or the shared services with `make up`)")
+    airflow = str(venv_bin() / "airflow")
+    os.execve(airflow, [airflow, *args.rest], env)
+    return 1  # not reached
