@@ -220,6 +220,16 @@ def test_the_regressions_command_prints_the_pooled_groups(history, capsys):
     assert len(mine) == 1 and mine[0]["series"] == 4 and "slower by" in mine[0]["summary"]
 
 
+def test_a_night_without_changes_says_whether_it_was_mined(history, capsys):
+    from pipelines.cli import main
+
+    assert main(["regressions", "--date", NIGHTS[2]]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"  (runs of {NIGHTS[2]} were mined: no series changed that night)"
+    assert main(["regressions", "--date", "2033-04-30"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"  (no run of 2033-04-30 was mined; the lake's nights run from {NIGHTS[0]} to {NIGHTS[-1]})")
+
+
 def compare_json(capsys, *argv) -> dict:
     from pipelines.cli import main
 

@@ -91,9 +91,26 @@ def _cmd_regressions(args) -> int:
     print(f"{sum(g['series'] for g in groups)} changed series {night}, {len(groups)} group(s):")
     for g in groups:
         print(f"  {describe(g)}")
+    if dt and not groups:
+        print(f"  ({_nights_note(spark, dt)})")
     if args.detail:
         print(format_rows(list(DETAIL_COLUMNS), [tuple(r[c] for c in DETAIL_COLUMNS) for r in rows]))
     return 0
+
+
+def _nights_note(spark, dt: str) -> str:
+    """Why a night shows no change: it was mined and nothing changed, or it is not in the lake."""
+    from pyspark.sql import functions as F
+    from pipelines.warehouse import catalog
+    from schemas.tables import RUNS
+
+    nights = catalog.read_table(spark, RUNS).agg(F.min("dt").alias("first"), F.max("dt").alias("last"),
+                                                  F.max(F.when(F.col("dt") == F.lit(dt), 1)).alias("has")).first()
+    if nights["has"]:
+        return f"runs of {dt} were mined: no series changed that night"
+    if nights["first"] is None:
+        return "the lake has no mined night yet (make demo, or perflake mine --date D)"
+    return f"no run of {dt} was mined; the lake's nights run from {nights['first']} to {nights['last']}"
 
 
 def mixed_kinds(rows: list[dict]) -> list[str]:
