@@ -7,9 +7,21 @@ interpolation and the roofline fallback are from what the device would measure),
 the end-to-end gap of a real run (benchmarks/model_e2e.py does that).
 
   PERFLAKE_HOME=/path/to/demo-lake .venv/bin/python benchmarks/model_sim.py
+  PERFLAKE_HOME=/path/to/demo-lake .venv/bin/python benchmarks/model_sim.py --hide gemm attention
+
+  PERFLAKE_HOME=/path/to/lake .venv/bin/python benchmarks/model_sim.py --hide attention --real
+
+`--hide FAMILY...`: for each family in turn, each GPU's own measurements of it are left
+out (from the measured medians and from its calibration), as on a GPU measured on other
+suites only, and its calls are priced twice: with the family's efficiency from the other
+simulated GPU's calibration (what `perflake model` does) and from the GPU's pooled
+regime curve (before). With `--real`, on the lake's real (`gpu`) measurements instead:
+there is no truth for a whole step, so each GPU's measured cases of the hidden family
+are priced, against their measured medians.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -21,8 +33,9 @@ from kernels_bench.hardware import hardware  # noqa: E402
 from kernels_bench.sim import HOST_LAUNCH_NS, mean_latency_ns  # noqa: E402
 from pipelines.config.lake import Lake  # noqa: E402
 from pipelines.projection.decompose import decompose  # noqa: E402
-from pipelines.projection.lookup import load_lookup  # noqa: E402
+from pipelines.projection.lookup import Lookup, load_lookup, newest  # noqa: E402
 from pipelines.projection.model import project_workload  # noqa: E402
+from pipelines.projection.roofline import calibrate  # noqa: E402
 from pipelines.projection.workload import Scenario, load_workload  # noqa: E402
 from pipelines.warehouse.frames import Frames  # noqa: E402
 
@@ -39,10 +52,88 @@ def truth_ns(w, s, sku: str) -> float:
     return sum(mean_latency_ns(hw, c.case) * c.count for c in decompose(w, s) if c.op_class != "communication")
 
 
+def without(lookup: Lookup, family: str, borrow: bool) -> Lookup:
+    """`lookup` as if its GPU had never measured `family`; the family's efficiency from the
+    fallback GPU's calibration (`borrow`) or from the GPU's own pooled regime curve."""
+    hist = lookup.history[lookup.history["family"] != family]
+    fallback = lookup.fallback.as_of() if borrow and lookup.fallback else None
+    cal = calibrate(newest(hist), hardware(lookup.sku), lookup.device_kind, fallback)
+    return Lookup(lookup.sku, lookup.device_kind, hist, cal)
+
+
+def hide(lookups: dict, families: list[str]) -> int:
+    rows = []
+    for family in families:
+        for name, scenarios in SCENARIOS.items():
+            w = load_workload(name)
+            for s in scenarios:
+                for sku, lookup in lookups.items():
+                    if lookup.history.empty:  # an unmeasured GPU is calibrated on another already
+                        continue
+                    truth = truth_ns(w, s, sku)
+                    row = {"hidden": family, "workload": name, "scenario": s.label, "gpu": sku,
+                           "sim_truth_ms": round(truth / 1e6, 3)}
+                    for label, borrow in (("borrowed", True), ("regime", False)):
+                        calls, _ = project_workload(w, s, without(lookup, family, borrow))
+                        calls = calls[calls["op_class"] != "communication"]
+                        projected = float(calls["total_ns"].sum())
+                        row[f"{label}_error_%"] = round((projected - truth) / truth * 100, 1)
+                    rows.append(row)
+    table = pd.DataFrame(rows)
+    print(f"SIMULATED lake {Lake.from_env().root}; each family left out of each GPU's own measurements in turn; "
+          f"truth = the simulator's mean latency per call; collectives left out of both")
+    print(table.to_string(index=False))
+    for (family, sku), g in table.groupby(["hidden", "gpu"]):
+        b, r = g["borrowed_error_%"].abs(), g["regime_error_%"].abs()
+        print(f"{family} hidden on {sku}: median |error| borrowed {b.median():.1f} % (max {b.max():.1f}), "
+              f"regime {r.median():.1f} % (max {r.max():.1f})")
+    return 0
+
+
+def hide_real(families: list[str]) -> int:
+    """Each real GPU's measured cases of each family, priced with the family left out of
+    its calibration: borrowed from the most-measured other real GPU, or its regime curve."""
+    from kernels_bench.hardware import load_catalog
+    from pipelines.projection.roofline import measured_cases, pick_source, project
+
+    with Frames(Lake.from_env()) as frames:
+        skus = frames.sql("SELECT DISTINCT gpu_sku FROM perf.case_stats WHERE device_kind = 'gpu' AND status = 'ok'")
+        measured = {sku: measured_cases(frames, sku, device_kind="gpu") for sku in skus["gpu_sku"]
+                    if sku in load_catalog() and load_catalog()[sku].device_kind == "gpu"}
+        others = {sku: pick_source(frames, sku, "gpu")[0] for sku in measured if len(measured) > 1}
+    print(f"REAL measurements, lake {Lake.from_env().root}: a GPU's measured cases of a family, priced with that "
+          f"family left out of its own calibration, against their measured medians")
+    for sku, cases in measured.items():
+        for family in families:
+            test, own = cases[cases["family"] == family], cases[cases["family"] != family]
+            if test.empty or own.empty:
+                continue
+            other = others.get(sku)
+            if other is None or family not in set(measured[other]["family"]):
+                print(f"{family} hidden on {sku}: no other real GPU measured it")
+                continue
+            for label, fb in ((f"borrowed from {other}", (measured[other], hardware(other))), ("regime", None)):
+                cal = calibrate(own, hardware(sku), "gpu", fb)
+                p = project(test.assign(source_median_ns=float("nan")), cal, hardware(sku)).set_index("case_id")
+                err = (p["projected_ns"] / test.set_index("case_id")["median_ns"] - 1) * 100
+                print(f"{family} hidden on {sku} ({len(err)} cases), {label}: median |error| "
+                      f"{err.abs().median():.1f} %, median error {err.median():+.1f} %, p90 |error| "
+                      f"{err.abs().quantile(0.9):.1f} %")
+    return 0
+
+
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hide", nargs="+", metavar="FAMILY", help="leave each family out of each GPU's measurements")
+    ap.add_argument("--real", action="store_true", help="with --hide: the real measurements, case by case")
+    args = ap.parse_args()
+    if args.hide and args.real:
+        return hide_real(args.hide)
     rows = []
     with Frames(Lake.from_env()) as frames:
         lookups = {sku: load_lookup(frames, sku, device_kind="simulated") for sku in SKUS}
+    if args.hide:
+        return hide(lookups, args.hide)
     for name, scenarios in SCENARIOS.items():
         w = load_workload(name)
         for s in scenarios:

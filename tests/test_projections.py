@@ -69,7 +69,7 @@ def test_cases_never_measured_take_the_efficiency_curve_of_their_family():
     cal = calibrate(_frame(A, CASES[:2] + CASES[3:4] + CASES[5:]), A, "gpu")
     unseen = _frame(B, [("c3", "gemm", "matmul", 8e11, 1e8), ("m3", "memory", "copy", 0.0, 1e9)])
     proj = project(unseen, cal, B).set_index("case_id")
-    assert proj.loc["c3", "calibration_level"] == "family-dtype curve"
+    assert proj.loc["c3", "calibration_level"] == "backend-dtype curve"
     assert proj.loc["c3", "projected_ns"] == pytest.approx(_truth(B, 8e11, 1e8), rel=1e-9)
     assert proj.loc["m3", "projected_ns"] == pytest.approx(_truth(B, 0.0, 1e9), rel=1e-9)
 
@@ -85,8 +85,28 @@ def test_a_family_beyond_its_measured_sizes_keeps_its_own_curve_not_other_famili
     measured.loc[attention, "median_ns"] = LAUNCH + measured.loc[attention, "flops_per_call"] / (100.0 * 1e3) / 0.3
     cal = calibrate(measured, A, "gpu")
     big = project(_frame(B, [("c9", "gemm", "matmul", 2e13, 1e8)]), cal, B).set_index("case_id").loc["c9"]
-    assert big["calibration_level"] == "family-dtype curve, extrapolated"
+    assert big["calibration_level"] == "backend-dtype curve, extrapolated"
     assert big["projected_ns"] == pytest.approx(_truth(B, 2e13, 1e8), rel=1e-9)
+
+
+def test_a_family_a_gpu_never_measured_takes_another_gpus_curve_and_launch_not_its_regime_curve():
+    """GPU A measured on attention alone (at 0.3 of peak, no noop), GPU B on GEMMs (at
+    0.6) with a noop: A's GEMMs are priced from B's GEMM curve at B's measured launch
+    cost, exactly A's truth; without B, from A's compute regime curve, i.e. attention's
+    efficiency (the real H100's attention shards priced llama-8b's decode at 44.9 ms)."""
+    attention = _frame(A, [("a1", "attention", "sdpa", 8e12, 1e8), ("a2", "attention", "sdpa", 4e13, 1e8)])
+    attention["median_ns"] = LAUNCH + attention["flops_per_call"] / (100.0 * 1e3) / 0.3
+    gemm = _frame(A, [("c3", "gemm", "matmul", 8e11, 1e8)])
+    alone = calibrate(attention, A, "gpu")
+    filled = calibrate(attention, A, "gpu", fallback=(_frame(B, CASES[:2] + CASES[5:]), B))
+    assert filled.launch_ns == pytest.approx(LAUNCH) and filled.launch_from == "median of 1 noop case(s) on B"
+    assert "efficiency of gemm from B (2 cases" in filled.source
+    assert filled.cases["efficiency"]["a1"] == pytest.approx(0.3)  # A's own cases keep their own
+    row = project(gemm, filled, A).set_index("case_id").loc["c3"]
+    assert row["calibration_level"] == "backend-dtype curve"
+    assert row["projected_ns"] == pytest.approx(_truth(A, 8e11, 1e8), rel=1e-9)
+    before = project(gemm, alone, A).set_index("case_id").loc["c3"]
+    assert before["calibration_level"].startswith("regime curve") and before["projected_ns"] > 1.5 * row["projected_ns"]
 
 
 def test_a_dtype_the_target_has_no_peak_for_is_not_projected_and_says_why():

@@ -34,6 +34,7 @@ class Lookup:
     calibration: object | None          # roofline.Calibration, or None: spec-sheet roofs only
     software: str | None = None          # the torch version the measurements were limited to
     note: str = ""                       # e.g. that the lake also holds the other device kind
+    fallback: "Fallback | None" = None   # another GPU's measurements, for what this one never measured
 
     @property
     def simulated(self) -> bool:
@@ -55,8 +56,9 @@ class Lookup:
         hist = self.history[self.history["dt"] <= dt]
         cal = self.calibration
         if not hist.empty and cal is not None and cal.source_sku == self.sku:
-            cal = calibrate(newest(hist), hardware(self.sku), self.device_kind)
-        return Lookup(self.sku, self.device_kind, hist, cal, self.software)
+            fallback = self.fallback.as_of(dt) if self.fallback else None
+            cal = calibrate(newest(hist), hardware(self.sku), self.device_kind, fallback)
+        return Lookup(self.sku, self.device_kind, hist, cal, self.software, self.note, self.fallback)
 
     @property
     def context(self) -> str:
@@ -75,6 +77,26 @@ class Lookup:
         roof = (f"roofline calibrated on {cal.source}" if cal is not None
                 else "roofline from the spec sheet alone (uncalibrated: a lower bound)")
         return f"{what}; {roof}" + (f"; {self.note}" if self.note else "")
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """The most-measured other GPU of the same device kind: its cases fill the families
+    (and the launch cost) that a partly measured GPU never measured (roofline.calibrate's
+    `fallback`)."""
+
+    sku: str
+    device_kind: str
+    cases: pd.DataFrame                  # roofline.measured_cases of `sku`
+
+    def as_of(self, dt: str | None = None):
+        """(its cases measured up to `dt`, its hardware): roofline.calibrate's `fallback`;
+        None when it had measured nothing with work by then."""
+        from kernels_bench.hardware import hardware
+
+        cases = self.cases if dt is None or "dt" not in self.cases else self.cases[self.cases["dt"] <= dt]
+        empty = (cases["flops_per_call"].fillna(0) == 0) & (cases["bytes_per_call"].fillna(0) == 0)
+        return (cases, hardware(self.sku)) if cases["median_ns"].notna()[~empty].any() else None
 
 
 def newest(history: pd.DataFrame) -> pd.DataFrame:
@@ -130,17 +152,22 @@ def load_lookup(frames, sku: str, *, device_kind: str | None = None, torch_versi
             params += vals
     history = case_stats(frames, " AND ".join(where), params) if device_kind else pd.DataFrame()
     history = history.reindex(columns=_COLUMNS) if not history.empty else pd.DataFrame(columns=_COLUMNS)
-    cal = None
+    cal, fallback = None, None
     try:  # a calibration needs cases with work measured (not only empty calls)
         if not history.empty:
-            cal = calibrate(newest(history), hardware(sku), device_kind)
+            try:
+                other, kind = pick_source(frames, sku, device_kind)
+                fallback = Fallback(other, kind, measured_cases(frames, other, device_kind=kind))
+            except ValueError:  # no other GPU of this kind measured
+                fallback = None
+            cal = calibrate(newest(history), hardware(sku), device_kind, fallback.as_of() if fallback else None)
         else:
             source, kind = pick_source(frames, sku, device_kind)
             cal = calibrate(measured_cases(frames, source, device_kind=kind), hardware(source), kind)
             device_kind = device_kind or kind
     except ValueError:
         cal = None
-    return Lookup(sku, device_kind, history, cal, torch_version, note)
+    return Lookup(sku, device_kind, history, cal, torch_version, note, fallback)
 
 
 def _plain(v) -> str:

@@ -15,9 +15,12 @@ reaches. It is calibrated on measured hardware and assumed to carry over to the 
 (a fraction of the spec sheet, not an absolute speed): a case measured on the
 calibration hardware keeps its own (level `case`); any other case, or one whose binding
 roof differs on the target (memory-bound here, compute-bound there), reads it from the
-efficiency-against-work curve of its family and dtype, else its family (held flat beyond
-the sizes measured), else, for a family never measured, its regime's curve over every
-family (Hockney's observation: efficiency grows with problem size towards a plateau).
+efficiency-against-work curve of its family, backend and dtype, else its family and
+dtype, else its family (held flat beyond the sizes measured), else, for a family never
+measured, its regime's curve over every family (Hockney's observation: efficiency grows
+with problem size towards a plateau). A GPU measured on some families only takes the
+curves of the others from the most-measured other GPU of its device kind (`calibrate`'s
+`fallback`, as `perflake model` does) before falling back on the regime's curve.
 
 Pure functions over pandas frames, then `project_job` / `score_job`: read the published
 tables, write `perf.projections` (replace by key), and say how far off they were.
@@ -111,6 +114,7 @@ class Calibration:
     curves: dict[str, dict[tuple, Curve]] = field(default_factory=dict)   # level -> group -> curve
     run_ids: tuple[str, ...] = ()
     dates: tuple[str, ...] = ()
+    borrowed: str = ""          # what came from another GPU's calibration (calibrate's `fallback`)
 
     @property
     def source(self) -> str:
@@ -119,26 +123,38 @@ class Calibration:
         dates = f"{self.dates[0]}..{self.dates[-1]}" if len(self.dates) > 1 else (self.dates[0] if self.dates else "?")
         runs = ",".join(self.run_ids[:4]) + ("..." if len(self.run_ids) > 4 else "")
         return (f"{kind}{self.source_sku}: {len(self.cases)} cases, dt {dates}, runs {runs}; "
-                f"launch {self.launch_ns:.0f} ns ({self.launch_from})")
+                f"launch {self.launch_ns:.0f} ns ({self.launch_from})" + (f"; {self.borrowed}" if self.borrowed else ""))
 
 
-_GROUPS = {"family-dtype": ("family", "dtype", "regime"), "family": ("family", "regime"), "regime": ("regime",)}
+_GROUPS = {"backend-dtype": ("family", "backend", "dtype", "regime"), "family-dtype": ("family", "dtype", "regime"),
+           "family": ("family", "regime"), "regime": ("regime",)}
 
 
-def calibrate(measured: pd.DataFrame, hw: Hardware, device_kind: str) -> Calibration:
+def calibrate(measured: pd.DataFrame, hw: Hardware, device_kind: str,
+              fallback: tuple[pd.DataFrame, Hardware] | None = None,
+              launch: tuple[float, str] | None = None) -> Calibration:
     """Efficiencies from measured medians on `hw`. `measured`: one row per case with
-    case_id, family, kernel, dtype, flops_per_call, bytes_per_call, median_ns, run_id, dt."""
+    case_id, family, kernel, dtype, flops_per_call, bytes_per_call, median_ns, run_id, dt.
+
+    `fallback`, another GPU's measured cases (of the same device kind) and hardware, fills
+    what `hw`'s own cases cannot say: the launch cost, where `hw` has no noop case but the
+    fallback measured one, and the curves of each family and regime `hw` never measured,
+    which would otherwise be priced from the regime's curve pooled over other families (a
+    GPU measured on attention alone priced its GEMMs from attention's efficiency). This is
+    the roofline's own assumption, that a family's efficiency carries over between GPUs,
+    applied per family. The fallback is calibrated at `hw`'s launch cost, so that its
+    efficiencies mean what they will be used for. `launch` (ns, where from) overrides the
+    launch cost."""
     # One row per case (the last given wins): a case listed twice must not count twice.
-    measured = measured.dropna(subset=["median_ns"]).drop_duplicates("case_id", keep="last")
-    if measured.empty:
-        raise ValueError(f"no measured cases on {hw.sku} ({device_kind}) to calibrate from")
-    m = place(measured, hw)
-    empty = (m["kernel"] == NOOP_KERNEL) | ((m["flops_per_call"].fillna(0) == 0) & (m["bytes_per_call"].fillna(0) == 0))
-    noop, work = m[empty], m[~empty]
-    if work.empty:
-        raise ValueError(f"only empty (noop) cases measured on {hw.sku}; nothing to calibrate efficiencies from")
-    if not noop.empty:
+    noop, work = _split(measured, hw, device_kind)
+    fb_noop = _split(*fallback, device_kind)[0] if fallback is not None else noop.iloc[:0]
+    if launch is not None:
+        launch, launch_from = launch
+    elif not noop.empty:
         launch, launch_from = float(noop["median_ns"].median()), f"median of {len(noop)} noop case(s)"
+    elif not fb_noop.empty:
+        launch, launch_from = (float(fb_noop["median_ns"].median()),
+                               f"median of {len(fb_noop)} noop case(s) on {fallback[1].sku}")
     else:
         bound = np.fmax(work["compute_ns"].fillna(0), work["memory_ns"])
         launch = float(max(0.0, (work["median_ns"] - bound).min()))
@@ -150,11 +166,38 @@ def calibrate(measured: pd.DataFrame, hw: Hardware, device_kind: str) -> Calibra
     curves = {level: {key if isinstance(key, tuple) else (key,): Curve.fit(g["work"], g["efficiency"])
                       for key, g in work.groupby(list(cols))}
               for level, cols in _GROUPS.items()}
+    borrowed = ""
+    if fallback is not None:
+        other = calibrate(*fallback, device_kind, launch=(launch, launch_from))
+        # (family, regime) pairs only the fallback measured; their family-dtype curves come along.
+        missing = set(other.curves["family"]) - set(curves["family"])
+        for level in ("backend-dtype", "family-dtype", "family"):
+            curves[level].update({key: curve for key, curve in other.curves[level].items()
+                                  if (key[0], key[-1]) in missing})
+        if missing:
+            families = ", ".join(sorted({family for family, _ in missing}))
+            borrowed = (f"efficiency of {families} from {other.source_sku} ({len(other.cases)} cases; "
+                        f"not measured on {hw.sku} in that regime)")
     return Calibration(
         source_sku=hw.sku, device_kind=device_kind, launch_ns=launch, launch_from=launch_from,
         cases=work.set_index("case_id")[["regime", "efficiency"]], curves=curves,
         run_ids=tuple(sorted(measured["run_id"].dropna().unique())) if "run_id" in measured else (),
-        dates=tuple(sorted(measured["dt"].dropna().unique())) if "dt" in measured else ())
+        dates=tuple(sorted(measured["dt"].dropna().unique())) if "dt" in measured else (),
+        borrowed=borrowed)
+
+
+def _split(measured: pd.DataFrame, hw: Hardware, device_kind: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`measured` placed on `hw`'s roofs, one row per case (the last given wins: a case
+    listed twice must not count twice), split into empty calls (noop) and calls with work."""
+    measured = measured.dropna(subset=["median_ns"]).drop_duplicates("case_id", keep="last")
+    if measured.empty:
+        raise ValueError(f"no measured cases on {hw.sku} ({device_kind}) to calibrate from")
+    m = place(measured, hw)
+    empty = (m["kernel"] == NOOP_KERNEL) | ((m["flops_per_call"].fillna(0) == 0) & (m["bytes_per_call"].fillna(0) == 0))
+    noop, work = m[empty], m[~empty]
+    if work.empty:
+        raise ValueError(f"only empty (noop) cases measured on {hw.sku}; nothing to calibrate efficiencies from")
+    return noop, work
 
 
 def _efficiency(cal: Calibration, row) -> tuple[float, str]:
