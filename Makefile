@@ -6,11 +6,13 @@ export PERFLAKE_HOME ?= $(CURDIR)/data
 # Airflow's settings (home, DAG folder, database) come from pipelines/orchestration/airflow_env.py:
 # SQLite under the lake (embedded) or the services' PostgreSQL after `make up`.
 
-.PHONY: setup demo test test-full sql sql-server sql-server-stop report pools airflow up down status lock clean help
+.PHONY: setup demo test test-full sql sql-server sql-server-stop report pools airflow web up down status lock clean help
 
 help:
-	@echo "make demo | make demo-history | make test | make sql Q='SELECT ...' | make sql-server | make sql-server-stop | make report | make pools | make airflow"
+	@echo "make demo | make demo-history | make test | make test-full | make sql Q='SELECT ...' | make sql-server | make sql-server-stop"
+	@echo "make report [DATE=YYYY-MM-DD] [SERVE=1] | make web [PORT=8080] | make pools | make airflow [PORT=8080] | make clean"
 	@echo "make up [NO_AIRFLOW=1] | make status | make down   (the shared services: PostgreSQL, Spark SQL service, Airflow; docs/deploy.md)"
+	@echo "everything else: .venv/bin/perflake --help (e.g. perflake airflow dags list: any airflow command on the lake's Airflow)"
 
 # The venv is built from the lock (constraints.txt) once; the stamp marks it complete.
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -100,5 +102,10 @@ web: setup
 lock:
 	$(PY) -m pip freeze --exclude-editable | grep -v '^perflake' > constraints.txt
 
+# The default lake (./data) and Spark's strays; what still runs on that lake (the shared
+# services, the SQL server) is stopped first, not orphaned.
 clean:
+	@if [ -x $(VENV)/bin/perflake ] && [ -d data ]; then \
+	  PERFLAKE_HOME=$(CURDIR)/data $(VENV)/bin/perflake sql-server stop; \
+	  PERFLAKE_HOME=$(CURDIR)/data $(VENV)/bin/perflake services down; fi
 	rm -rf data spark-warehouse metastore_db derby.log
