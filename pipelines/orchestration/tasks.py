@@ -168,7 +168,8 @@ def mine(dt: str, pools: list[str] | None) -> dict:
     onto the GPUs it measured and score the workload projections made before those GPUs
     were measured, then rewrite the date's nightly report from everything
     published for it; a date with nothing landed (a quiet day) is not an error."""
-    from jobs.mine import landed_files, mine as mine_date
+    from jobs.mine import MINE_STEPS, landed_files, mine as mine_date
+    from pipelines.config.progress import Progress
     from pipelines.projection.roofline import rescore_measured
     from pipelines.projection.workload_table import rescore_workloads
     from pipelines.mining.quality import DataQualityError
@@ -180,7 +181,8 @@ def mine(dt: str, pools: list[str] | None) -> dict:
         return {"dt": dt, "pools": pools, "status": "nothing landed"}
     try:
         spark = get_spark(lake)
-        summary = mine_date(spark, lake, dt, pools).__dict__
+        # Each step a line in the task's log (stderr), with its time.
+        summary = mine_date(spark, lake, dt, pools, Progress(MINE_STEPS, f"mine {dt}")).__dict__
         summary["projections_scored"] = rescore_measured(lake, dt, pools, spark=spark)
         summary["workloads_projected"] = project_workloads(lake, [dt], pools, spark=spark)
         summary["workload_projections_scored"] = rescore_workloads(lake, dt, pools, spark=spark)
