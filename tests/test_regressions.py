@@ -10,6 +10,7 @@ level. Two more cases never change. Every night is landed as the harness lands i
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -226,8 +227,10 @@ def test_a_night_without_changes_says_whether_it_was_mined(history, capsys):
     assert main(["regressions", "--date", NIGHTS[2]]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"  (runs of {NIGHTS[2]} were mined: no series changed that night)"
     assert main(["regressions", "--date", "2033-04-30"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == (
-        f"  (no run of 2033-04-30 was mined; the lake's nights run from {NIGHTS[0]} to {NIGHTS[-1]})")
+    # The tier's lake is shared: other modules' nights widen the range around this one's.
+    note = re.fullmatch(r"  \(no run of 2033-04-30 was mined; the lake's nights run from (\S+) to (\S+)\)",
+                        capsys.readouterr().out.splitlines()[-1])
+    assert note and note[1] <= NIGHTS[0] and note[2] >= NIGHTS[-1]
 
 
 def compare_json(capsys, *argv) -> dict:
