@@ -100,7 +100,10 @@ def mined(spark, lake, tmp_path_factory):
         rc, out = cli("ingest", str(float_latency_shard(tmp / "outside", "g7-a1")), "--pool", "dq7-a",
                       "--date", DT)
         steps["ingest"] = (rc, json.loads(out))
-        steps["mine1"] = cli("mine", "--date", DT)
+        progress = io.StringIO()
+        with contextlib.redirect_stderr(progress):
+            steps["mine1"] = cli("mine", "--date", DT)
+        steps["mine1 progress"] = progress.getvalue()
         steps[1] = snapshot(spark)
 
         # 2. a broken shard in dq7-a; in dq7-b a good shard and a dead worker's partial one
@@ -133,6 +136,15 @@ def stats_of(snap: dict, pool: str) -> list[tuple]:
 
 
 # --------------------------------------------------------------------------- 1. ingest -> mine
+
+
+def test_the_mine_command_says_each_step_as_it_starts_it(mined):
+    lines = [line.split(" (")[0] for line in mined["mine1 progress"].splitlines() if line.startswith("mine: ")]
+    assert lines[:5] == ["mine: [1/5] starting Spark", f"mine: [2/5] reading 3 landed files of {DT}, checking and "
+                         f"cleaning them", "mine: [3/5] publishing the night of pools dq7-a",
+                         "mine: [4/5] updating the history", "mine: [5/5] detecting changes"]
+    assert lines[5].startswith("mine: ") and f"case statistics published for {DT} in " in lines[5]
+
 
 def test_ingested_results_are_mined_into_case_stats(mined):
     rc, report = mined["ingest"]
