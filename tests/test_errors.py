@@ -176,3 +176,7 @@ def test_perflake_airflow_reaches_the_lakes_own_airflow_or_says_how_to_start_it(
     assert dags.stdout.strip() == str(REPO / "dags"), dags.stderr
     line = one_sentence(perflake("airflow", "dags", "list", lake=tmp_path, env=shell), "airflow")
     assert f"has no Airflow yet ({tmp_path}/airflow/airflow.db does not exist)" in line and "make airflow" in line
+    assert perflake("airflow", "db", "migrate", lake=tmp_path, env=shell).returncode == 0
+    listed = perflake("airflow", "dags", "list", "-o", "json", lake=tmp_path, env=shell)
+    assert listed.returncode == 0 and "graphviz" not in listed.stdout + listed.stderr, listed.stdout
+    assert not (tmp_path / "elsewhere").exists()  # the shell's AIRFLOW_HOME was never used

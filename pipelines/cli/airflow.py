@@ -66,6 +66,8 @@ def _cmd_airflow(args) -> int:
         if not db.exists():
             raise FileNotFoundError(f"the lake {lake.root} has no Airflow yet ({db} does not exist): start it with "
                                     f"`make airflow` (or the shared services with `make up`)")
+    # Airflow's CLI warns on every `dags` command that graphviz is missing (only `dags show` draws).
+    env["PYTHONWARNINGS"] = ",".join(filter(None, [env.get("PYTHONWARNINGS"), "ignore:Could not import graphviz"]))
     airflow = str(venv_bin() / "airflow")
     os.execve(airflow, [airflow, *args.rest], env)
     return 1  # not reached
