@@ -96,10 +96,11 @@ def hide_real(families: list[str]) -> int:
     from kernels_bench.hardware import load_catalog
     from pipelines.projection.roofline import measured_cases, pick_source, project
 
+    catalog = load_catalog()
     with Frames(Lake.from_env()) as frames:
         skus = frames.sql("SELECT DISTINCT gpu_sku FROM perf.case_stats WHERE device_kind = 'gpu' AND status = 'ok'")
         measured = {sku: measured_cases(frames, sku, device_kind="gpu") for sku in skus["gpu_sku"]
-                    if sku in load_catalog() and load_catalog()[sku].device_kind == "gpu"}
+                    if sku in catalog and catalog[sku].device_kind == "gpu"}
         others = {sku: pick_source(frames, sku, "gpu")[0] for sku in measured if len(measured) > 1}
     print(f"REAL measurements, lake {Lake.from_env().root}: a GPU's measured cases of a family, priced with that "
           f"family left out of its own calibration, against their measured medians")

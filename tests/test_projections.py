@@ -105,6 +105,8 @@ def test_a_family_a_gpu_never_measured_takes_another_gpus_curve_and_launch_not_i
     row = project(gemm, filled, A).set_index("case_id").loc["c3"]
     assert row["calibration_level"] == "backend-dtype curve"
     assert row["projected_ns"] == pytest.approx(_truth(A, 8e11, 1e8), rel=1e-9)
+    # A fallback with nothing to calibrate from (the other GPU's noop alone) changes nothing.
+    assert calibrate(attention, A, "gpu", fallback=(_frame(B, CASES[5:]), B)).source == alone.source
     before = project(gemm, alone, A).set_index("case_id").loc["c3"]
     assert before["calibration_level"].startswith("regime curve") and before["projected_ns"] > 1.5 * row["projected_ns"]
 

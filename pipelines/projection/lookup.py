@@ -90,13 +90,12 @@ class Fallback:
     cases: pd.DataFrame                  # roofline.measured_cases of `sku`
 
     def as_of(self, dt: str | None = None):
-        """(its cases measured up to `dt`, its hardware): roofline.calibrate's `fallback`;
-        None when it had measured nothing with work by then."""
+        """(its cases measured up to `dt`, its hardware): roofline.calibrate's `fallback`
+        (which ignores one with nothing to calibrate from)."""
         from kernels_bench.hardware import hardware
 
         cases = self.cases if dt is None or "dt" not in self.cases else self.cases[self.cases["dt"] <= dt]
-        empty = (cases["flops_per_call"].fillna(0) == 0) & (cases["bytes_per_call"].fillna(0) == 0)
-        return (cases, hardware(self.sku)) if cases["median_ns"].notna()[~empty].any() else None
+        return cases, hardware(self.sku)
 
 
 def newest(history: pd.DataFrame) -> pd.DataFrame:

@@ -147,7 +147,12 @@ def calibrate(measured: pd.DataFrame, hw: Hardware, device_kind: str,
     launch cost."""
     # One row per case (the last given wins): a case listed twice must not count twice.
     noop, work = _split(measured, hw, device_kind)
-    fb_noop = _split(*fallback, device_kind)[0] if fallback is not None else noop.iloc[:0]
+    fb_noop = noop.iloc[:0]
+    if fallback is not None:
+        try:
+            fb_noop = _split(*fallback, device_kind)[0]
+        except ValueError:  # the other GPU had measured nothing with work (by the night asked for)
+            fallback = None
     if launch is not None:
         launch, launch_from = launch
     elif not noop.empty:
