@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import psutil
 import pyarrow.parquet as pq
 import pytest
 
@@ -19,6 +20,21 @@ DT = "2031-03-01"
 FAST = {"min_samples": 10, "min_time_s": 0.02, "max_noise": 0.05, "timeout_s": 0.5, "max_samples": 300}
 
 
+def _listening_addresses(cluster: LocalCluster) -> set[tuple[str, int]]:
+    """(host, port) of every socket the cluster's daemons listen on; IPv4-mapped IPv6
+    addresses are written as IPv4."""
+    found = set()
+    for proc in cluster.procs:
+        for pid in group_members(proc.pid):
+            try:
+                conns = psutil.Process(pid).net_connections(kind="inet")
+            except psutil.NoSuchProcess:
+                continue
+            found |= {(c.laddr.ip.removeprefix("::ffff:"), c.laddr.port) for c in conns
+                      if c.status == psutil.CONN_LISTEN}
+    return found
+
+
 def test_mine_submitted_to_a_standalone_cluster_publishes_case_stats(tmp_path):
     lake = Lake(tmp_path / "lake")
     for shard in plan_shards(run_id="cluster-1", dt=DT, pool="sim-h100", suites=["gemm-demo"], reason="manual",
@@ -29,10 +45,14 @@ def test_mine_submitted_to_a_standalone_cluster_publishes_case_stats(tmp_path):
     cluster = LocalCluster(worker_cores=1, worker_memory="1g")
     try:
         cluster.start()
+        listening = _listening_addresses(cluster)
         out = submit("mine", cluster.master_url, lake, "--date", DT)
     finally:
         cluster.stop()
     assert all(group_members(p.pid) == [] for p in cluster.procs), "cluster processes survived the stop"
+    # RPC ports and both web UIs on loopback only, and no REST submission server (docs/spark.md)
+    assert len(listening) >= 4 and {host for host, _ in listening} == {"127.0.0.1"}, listening
+    assert 6066 not in {port for _, port in listening}, listening
 
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["samples"] == landed and summary["case_stats"] == 6

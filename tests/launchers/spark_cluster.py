@@ -58,7 +58,9 @@ class LocalCluster:
         self.procs: list[subprocess.Popen] = []
 
     def _daemon(self, cls: str, *args: str, log: str) -> subprocess.Popen:
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(self.workdir / "work")}
+        # loopback UIs, executors' files outside the venv, no REST submission port (docs/spark.md)
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(self.workdir / "work"),
+               "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
         cmd = [str(spark_home() / "bin" / "spark-class"), cls, *args]
         p = subprocess.Popen(cmd, env=env, stdout=open(self.workdir / log, "w"), stderr=subprocess.STDOUT,
                              start_new_session=True)
