@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import re
 import shutil
+import socket
 import sys
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from pipelines.cli.web import access_token, check_binding
+from pipelines.cli.web import access_token, address_line, check_binding
 from pipelines.config.lake import Lake
 from pipelines.warehouse import snapshots
 from pipelines.web.app import create_app
@@ -199,6 +200,12 @@ def test_the_dashboard_listens_beyond_loopback_only_when_asked_and_with_a_token(
     monkeypatch.setenv("PERFLAKE_WEB_TOKEN", "short")
     with pytest.raises(ValueError, match="at least 16"):
         access_token(None)
+    # the address printed at start is one a browser can open
+    assert address_line("127.0.0.1", 8080, False) == "http://127.0.0.1:8080/"
+    assert address_line("::1", 9000, False) == "http://[::1]:9000/"
+    wildcard = address_line("0.0.0.0", 8080, True)
+    assert wildcard.startswith(f"http://{socket.getfqdn()}:8080/") and "0.0.0.0" not in wildcard
+    assert "?token=" in wildcard
 
 
 def test_a_night_published_while_the_app_runs_shows_up_without_a_restart(bench, tmp_path):

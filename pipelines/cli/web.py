@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 from pathlib import Path
 
 from pipelines.config.lake import Lake
@@ -54,6 +55,18 @@ def check_binding(host: str, allow_remote: bool, token: str | None) -> None:
         raise ValueError(f"--host {host} with --allow-remote needs a token: set $PERFLAKE_WEB_TOKEN or --token-file")
 
 
+def address_line(host: str, port: int, token: bool) -> str:
+    """Where to open the dashboard: a wildcard address is named by this machine's name
+    (http://0.0.0.0:8080/ opens nothing elsewhere), an IPv6 literal goes in brackets."""
+    if host in ("0.0.0.0", "::", ""):
+        where = f"http://{socket.getfqdn()}:{port}/ (listening on every interface)"
+    else:
+        where = f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+    if token:
+        where += "; token required: open it once with ?token=<the token>, or send 'Authorization: Bearer <the token>'"
+    return where
+
+
 def _cmd_web(args) -> int:
     import uvicorn
 
@@ -65,7 +78,7 @@ def _cmd_web(args) -> int:
     from pipelines.cli.failures import check_port_free
 
     check_port_free(args.host, args.port, "choose another with --port N (make web PORT=N)")
-    print(f"perflake web: lake {lake.root}; http://{args.host}:{args.port}/"
-          f"{' (token required)' if token else ''} (Ctrl-C to stop)", flush=True)
+    print(f"perflake web: lake {lake.root}; {address_line(args.host, args.port, bool(token))} (Ctrl-C to stop)",
+          flush=True)
     uvicorn.run(create_app(lake, token=token), host=args.host, port=args.port, log_level="warning")
     return 0
