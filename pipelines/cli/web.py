@@ -59,7 +59,7 @@ def address_line(host: str, port: int, token: bool) -> str:
     """Where to open the dashboard: a wildcard address is named by this machine's name
     (http://0.0.0.0:8080/ opens nothing elsewhere), an IPv6 literal goes in brackets."""
     if host in ("0.0.0.0", "::", ""):
-        where = f"http://{socket.getfqdn()}:{port}/ (listening on every interface)"
+        where = f"http://{socket.gethostname()}:{port}/ (listening on every interface)"
     else:
         where = f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
     if token:
