@@ -75,9 +75,9 @@ def test_a_side_with_a_non_positive_median_is_refused_as_compare_refuses_it():
 
 
 def test_compare_notes_a_real_gpu_against_a_simulated_one_but_not_a_case_one_side_lacks():
-    from pipelines.cli.regressions import mixed_kinds
+    from pipelines.query.ab import mixed_kinds
 
     rows = [{"kind_a": "gpu", "kind_b": "simulated"}, {"kind_a": "gpu", "kind_b": "gpu"},
             {"kind_a": "gpu", "kind_b": None}, {"kind_a": None, "kind_b": "gpu"}]
     # unmatched cases (one side measured nothing) once printed "side B is None"
-    assert mixed_kinds(rows) == ["note: side A is gpu and side B is simulated for some cases"]
+    assert mixed_kinds(rows) == ["side A is gpu and side B is simulated for some cases"]

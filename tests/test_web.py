@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from fastapi.testclient import TestClient
 
@@ -252,13 +253,91 @@ def test_the_roofline_places_the_gpus_newest_night_as_case_stats_has_it(client, 
     reader = client.app.state.reader
     earlier = (datetime.date.fromisoformat(bench["info"]["last_dt"]) - datetime.timedelta(days=3)).isoformat()
     for sku, as_of in (("H100-SXM5-80GB", None), ("H200-SXM-141GB", earlier)):
-        night, points = measured(reader, sku, as_of)
+        night, points = measured(reader, sku, "simulated", as_of)
         assert night == (as_of or bench["info"]["last_dt"])
         expected = reader.rows(  # straight from perf.case_stats, as the page read it before reader.DERIVED
             f"SELECT cs.series_key, cs.median_ns, {SHAPE} AS shape FROM perf.case_stats cs LEFT JOIN perf.cases c "
             f"USING (case_id) WHERE cs.dt = ? AND cs.gpu_sku = ? AND cs.status = 'ok' AND cs.median_ns > 0", [night, sku])
         assert points and sorted((p["series_key"], p["median_ns"], p["shape"]) for p in points) == sorted(
             (e["series_key"], e["median_ns"], e["shape"]) for e in expected)
+
+
+def _as_real(lake: Lake, table: str, night: str, slower: float = 1.0) -> pa.Table:
+    """Pool sim-h100-a's H100 rows of `table` on `night` once more, as if measured for real:
+    pool h100, device_kind gpu, run ids suffixed '-real', medians times `slower`; written
+    as a partition's loose files (its live version). Returns the rows written."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    where = lake.table_path(table) / f"dt={night}"
+    rows = pa.concat_tables([pq.ParquetFile(f).read() for f in snapshots.live_files(where / "pool=sim-h100-a")])
+    rows = rows.filter(pc.equal(rows["gpu_sku"], "H100-SXM5-80GB")) if "gpu_sku" in rows.column_names else rows
+    changed = {"run_id": pc.binary_join_element_wise(rows["run_id"], "real", "-"),
+               "device_kind": pa.array(["gpu"] * len(rows))}
+    if "median_ns" in rows.column_names:
+        changed["median_ns"] = pc.multiply(rows["median_ns"], slower)
+    for name, values in changed.items():
+        rows = rows.set_column(rows.schema.get_field_index(name), name, values.cast(rows.schema.field(name).type))
+    (where / "pool=h100").mkdir()
+    pq.write_table(rows, where / "pool=h100" / "part-0.parquet")
+    return rows
+
+
+def _with_a_real_h100(bench, root: Path) -> tuple[Lake, str, int]:
+    """A copy of the simulated lake whose newest night also measured the H100 for real
+    (twice as slow): (lake, night, real case_stats rows)."""
+    lake = Lake.from_env(root / "lake")
+    shutil.copytree(bench["lake"].root, lake.root)
+    night = bench["info"]["last_dt"]
+    real = _as_real(lake, "case_stats", night, slower=2.0)
+    for table in ("runs", "samples"):
+        _as_real(lake, table, night)
+    return lake, night, len(real)
+
+
+def test_the_roofline_shows_one_device_kind_real_first_and_labels_simulated_data(bench, tmp_path):
+    """A GPU measured for real and on the simulated device: the roofline once drew both
+    nights' points on one chart, unlabelled."""
+    lake, night, n_real = _with_a_real_h100(bench, tmp_path)
+    with TestClient(create_app(lake), raise_server_exceptions=False, base_url=LOCAL, client=PEER) as c:
+        from pipelines.web.roofline import roofline_view
+
+        reader = c.app.state.reader
+        real = roofline_view(reader, "H100-SXM5-80GB", None)
+        assert real["kind"] == "gpu" and real["other_kinds"] == ["simulated"] and real["night"] == night
+        assert len(real["points"]) == n_real and {p["device_kind"] for p in real["points"]} == {"gpu"}
+        sim = roofline_view(reader, "H100-SXM5-80GB", None, "simulated")
+        assert sim["points"] and {p["device_kind"] for p in sim["points"]} == {"simulated"}
+        assert {p["device_kind"] for p in sim["projections"]} <= {"simulated"}
+
+        page = c.get("/roofline", params={"sku": "H100-SXM5-80GB"})
+        assert page.status_code == 200 and 'id="simulated"' not in page.text
+        assert "kind=simulated" in page.text and "also measured as <b>simulated</b>" in page.text and "shows its real measurements" in page.text
+        page = c.get("/roofline", params={"sku": "H100-SXM5-80GB", "kind": "simulated"})
+        assert page.status_code == 200 and 'id="simulated"' in page.text and "SIMULATED" in page.text
+        assert c.get("/roofline", params={"kind": "real"}).status_code == 400
+
+
+def test_simulated_rows_are_labelled_on_the_overview_regressions_and_compare(client, bench):
+    """Every page that shows rows of the simulated device says so (the series page and the
+    explorer did; the overview, regressions and compare did not)."""
+    pill = 'class="pill simulated"'
+    for path in ("/", "/regressions?direction=any"):
+        r = client.get(path)
+        assert r.status_code == 200 and 'id="simulated"' in r.text and pill in r.text, path
+    compare = bench["pages"]["compare (two runs)"]
+    r = client.get(compare)
+    assert r.status_code == 200 and 'id="simulated"' in r.text and pill in r.text
+    assert "mixed-kinds" not in r.text  # both sides simulated: no mix to warn of
+
+
+def test_compare_warns_when_a_real_gpu_is_set_against_a_simulated_one(bench, tmp_path):
+    lake, night, _ = _with_a_real_h100(bench, tmp_path)
+    run = f"nightly-{night}-sim-h100-a"
+    with TestClient(create_app(lake), raise_server_exceptions=False, base_url=LOCAL, client=PEER) as c:
+        r = c.get("/compare", params={"a": f"{run}-real", "b": run})
+        assert r.status_code == 200, detail(r)
+        assert "side A is gpu and side B is simulated for some cases" in r.text
 
 
 def test_a_kept_answer_holds_for_its_copy_of_the_lake_and_is_computed_again_after_a_publish(bench, tmp_path):
@@ -341,8 +420,9 @@ def test_the_overview_counts_timeouts_and_stopped_cases_apart_from_other():
             self.con = duckdb.connect()
             self.con.execute("CREATE SCHEMA perf")
             statuses = ["ok"] * 12 + ["timeout"] + ["stopped"] * 11 + ["failed", "skipped", "odd"]
-            self.con.execute("CREATE TABLE perf.case_stats (pool VARCHAR, dt VARCHAR, status VARCHAR, stable BOOLEAN)")
-            self.con.executemany("INSERT INTO perf.case_stats VALUES ('h200', '2026-11-27', ?, true)",
+            self.con.execute("CREATE TABLE perf.case_stats (pool VARCHAR, dt VARCHAR, status VARCHAR, stable BOOLEAN, "
+                             "device_kind VARCHAR)")
+            self.con.executemany("INSERT INTO perf.case_stats VALUES ('h200', '2026-11-27', ?, true, 'gpu')",
                                  [[s] for s in statuses])
 
         def has(self, table):
@@ -356,3 +436,4 @@ def test_the_overview_counts_timeouts_and_stopped_cases_apart_from_other():
     [row] = coverage(Reader(), [{"dt": "2026-11-27", "pool": "h200"}])
     assert {k: row[k] for k in ("cases", "ok", "failed", "timeout", "stopped", "skipped", "other")} == \
         {"cases": 27, "ok": 12, "failed": 1, "timeout": 1, "stopped": 11, "skipped": 1, "other": 1}
+    assert row["simulated"] is False  # a real pool carries no simulated label

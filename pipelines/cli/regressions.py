@@ -113,16 +113,8 @@ def _nights_note(spark, dt: str) -> str:
     return f"no run of {dt} was mined; the lake's nights run from {nights['first']} to {nights['last']}"
 
 
-def mixed_kinds(rows: list[dict]) -> list[str]:
-    """A note for each pair of device kinds that a matched case compares across (a real
-    GPU against a simulated one); a case measured on one side only is not a mix."""
-    mixed = sorted({(r["kind_a"], r["kind_b"]) for r in rows
-                    if r["kind_a"] and r["kind_b"] and r["kind_a"] != r["kind_b"]})
-    return [f"note: side A is {a} and side B is {b} for some cases" for a, b in mixed]
-
-
 def _cmd_compare(args) -> int:
-    from pipelines.query.ab import ORDER, Side
+    from pipelines.query.ab import ORDER, Side, mixed_kinds
     from pipelines.query.sql import format_rows
 
     a, b = Side.parse(args.a, args.run_a), Side.parse(args.b, args.run_b)
@@ -151,7 +143,7 @@ def _cmd_compare(args) -> int:
         tests = sorted({r["test"] for r in rows if r["test"]})
         print(f"A: {a}\nB: {b}\nratio = median(B) / median(A), 99 % bootstrap CI; test: {', '.join(tests) or '-'}")
         for note in mixed_kinds(rows):
-            print(note, file=sys.stderr)
+            print(f"note: {note}", file=sys.stderr)
     print(format_rows(columns, [tuple(r[c] for c in columns) for r in rows], fmt=args.format))
     if args.format == "table":
         counts: dict[str, int] = {}

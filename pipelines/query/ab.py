@@ -166,6 +166,14 @@ def _marks(values: list) -> str:
     return ", ".join("?" * len(values))
 
 
+def mixed_kinds(rows: list[dict]) -> list[str]:
+    """A note for each pair of device kinds that a matched case compares across (a real
+    GPU against a simulated one); a case measured on one side only is not a mix."""
+    mixed = sorted({(r["kind_a"], r["kind_b"]) for r in rows
+                    if r["kind_a"] and r["kind_b"] and r["kind_a"] != r["kind_b"]})
+    return [f"side A is {a} and side B is {b} for some cases" for a, b in mixed]
+
+
 def compare_cases(rows: pd.DataFrame, *, alpha: float = 0.01, tolerance: float = 0.02) -> pd.DataFrame:
     """One result row per case in `rows` (case_id, device_kind, side 'a' or 'b',
     latency_ns), ordered by case_id: its sample counts and medians, and for a case with at

@@ -80,6 +80,11 @@ def by_family(rows: list[dict]) -> list[dict]:
     return sorted(out.values(), key=lambda f: f["family"])
 
 
+def side_kinds(rows: list[dict], side: str) -> list[str]:
+    """The device kinds one side's cases were measured on (gpu, cpu, simulated)."""
+    return sorted({k for r in rows for k in (r[f"kind_{side}"] or "").split(",") if k})
+
+
 def recent_runs(reader: Reader, limit: int = 60) -> list[dict]:
     if not reader.has("runs"):
         return []
@@ -97,6 +102,10 @@ def compare_page(request: Request, a: str | None = None, b: str | None = None, v
     shown = [r for r in rows if only is None or r["verdict"] == only]
     chart = [{"case": f"{r['kernel']} {r['dtype']} {r['shape']}", "ratio": r["ratio"], "lo": r["ci_low"],
               "hi": r["ci_high"], "verdict": r["verdict"]} for r in shown if r["ratio"] is not None]
+    from pipelines.query.ab import mixed_kinds
+
+    kinds = {"a": side_kinds(rows, "a"), "b": side_kinds(rows, "b")}
     return page(request, "compare.html", current="compare", a=a or "", b=b or "", side_a=side_a, side_b=side_b,
                 rows=shown, total=len(rows), families=by_family(rows), verdict=only, verdicts=VERDICTS,
-                runs=recent_runs(reader), chart=chart[:400])
+                runs=recent_runs(reader), chart=chart[:400], kinds=kinds, mixed=mixed_kinds(rows),
+                simulated=any("simulated" in k for k in kinds.values()))

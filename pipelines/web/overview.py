@@ -47,17 +47,19 @@ def coverage(reader: Reader, nights: list[dict]) -> list[dict]:
         f"count(*) FILTER (status = 'failed') AS failed, count(*) FILTER (status = 'timeout') AS timeout, "
         f"count(*) FILTER (status = 'stopped') AS stopped, count(*) FILTER (status = 'skipped') AS skipped, "
         f"count(*) FILTER (status NOT IN ('ok', 'failed', 'timeout', 'stopped', 'skipped')) AS other, "
-        f"count(*) FILTER (status = 'ok' AND NOT coalesce(stable, true)) AS unstable "
+        f"count(*) FILTER (status = 'ok' AND NOT coalesce(stable, true)) AS unstable, "
+        f"bool_or(device_kind = 'simulated') AS simulated "
         f"FROM perf.case_stats WHERE {where} GROUP BY pool, dt ORDER BY dt DESC, pool", args)
     return rows
 
 
 def open_changes(reader: Reader, as_of: str | None) -> list[dict]:
-    """Provisional and confirmed changes by direction, status and cause, with how many series share each."""
+    """Provisional and confirmed changes by direction, status, cause and device kind (a
+    simulated series never pooled with a real one), with how many series share each."""
     if not reader.has("regressions"):
         return []
     return reader.rows(
-        "SELECT direction, status, coalesce(cause, '(no attribute changed)') AS cause, count(*) AS changes, "
+        "SELECT direction, status, coalesce(cause, '(no attribute changed)') AS cause, device_kind, count(*) AS changes, "
         "count(DISTINCT series_key) AS series, min(change_dt) AS first_dt, max(change_dt) AS last_dt, "
         "median(change_pct) AS median_change_pct FROM perf.regressions "
         "WHERE list_contains(?, status) AND (? IS NULL OR change_dt <= ?) "
@@ -69,7 +71,7 @@ def unstable_cases(reader: Reader, nights: list[dict], limit: int = 20) -> list[
         return []
     where, args = night_filter(nights, "cs.")
     return reader.rows(
-        f"SELECT cs.series_key, cs.pool, cs.dt, cs.kernel, cs.backend, cs.dtype, cs.gpu_sku, "
+        f"SELECT cs.series_key, cs.pool, cs.dt, cs.kernel, cs.backend, cs.dtype, cs.gpu_sku, cs.device_kind, "
         f"cs.rel_noise, cs.median_ns, cs.n, cs.n_kept FROM perf.case_stats cs "
         f"WHERE ({where}) AND cs.status = 'ok' AND NOT coalesce(cs.stable, true) "
         f"ORDER BY cs.rel_noise DESC NULLS LAST LIMIT ?", [*args, limit])
@@ -79,7 +81,7 @@ def overdue(reader: Reader, today: str, limit: int = 50) -> list[dict]:
     if not reader.has("regressions"):
         return []
     return reader.rows(
-        "SELECT regression_id, series_key, owner, triage_due_dt, pool, kernel, dtype, gpu_sku, metric, "
+        "SELECT regression_id, series_key, owner, triage_due_dt, pool, kernel, dtype, gpu_sku, device_kind, metric, "
         "change_dt, change_pct, cause, status FROM perf.regressions "
         "WHERE direction = 'regression' AND list_contains(?, status) AND triage_due_dt < ? "
         "ORDER BY triage_due_dt, owner, regression_id LIMIT ?", [list(OPEN), today, limit])
@@ -93,7 +95,8 @@ def overview(request: Request, date: str | None = None):
     newest = max((n["dt"] for n in nights), default=None)
     missing = [n for n in nights if n["dt"] != newest]
     today = as_of or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    shown = dict(coverage=coverage(reader, nights), changes=open_changes(reader, as_of),
+                 unstable=unstable_cases(reader, nights), overdue=overdue(reader, today))
+    simulated = any(r.get("simulated") or r.get("device_kind") == "simulated" for rows in shown.values() for r in rows)
     return page(request, "overview.html", current="overview", as_of=as_of, newest=newest, nights=nights,
-                missing=missing, coverage=coverage(reader, nights), changes=open_changes(reader, as_of),
-                unstable=unstable_cases(reader, nights), overdue=overdue(reader, today), today=today,
-                pairs=night_before(reader, as_of))
+                missing=missing, today=today, pairs=night_before(reader, as_of), simulated=simulated, **shown)

@@ -64,8 +64,8 @@ HOT = {
 # reads one), so a lookup by GPU and night scanned all of it (100-150 ms for a year); these
 # are ordered by GPU and night, and a lookup reads a few blocks.
 DERIVED = {
-    "gpu_nights": ("case_stats", "SELECT gpu_sku, dt FROM perf.case_stats WHERE gpu_sku IS NOT NULL "
-                                 "GROUP BY gpu_sku, dt ORDER BY gpu_sku, dt"),
+    "gpu_nights": ("case_stats", "SELECT gpu_sku, device_kind, dt FROM perf.case_stats WHERE gpu_sku IS NOT NULL "
+                                 "GROUP BY gpu_sku, device_kind, dt ORDER BY gpu_sku, dt"),
     "gpu_points": ("case_stats", "SELECT gpu_sku, dt, case_id, series_key, kernel, family, backend, dtype, pool, "
                                  "flops_per_call, bytes_per_call, median_ns, pct_of_peak, device_kind "
                                  "FROM perf.case_stats WHERE status = 'ok' AND median_ns > 0 AND gpu_sku IS NOT NULL "

@@ -28,21 +28,23 @@ def listed(reader: Reader, statuses: tuple[str, ...], pool: str | None, owner: s
     if not reader.has("regressions"):
         return []
     return reader.rows(
-        "SELECT regression_id, series_key, metric, unit, pool, gpu_sku, family, kernel, backend, dtype, change_dt, "
+        "SELECT regression_id, series_key, metric, unit, pool, gpu_sku, device_kind, family, kernel, backend, dtype, change_dt, "
         "change_run_id, change_pct, sigmas, q_value, direction, status, coalesce(cause, '(no attribute changed)') "
         "AS cause, owner, triage_due_dt, acknowledged_by, acknowledged_at, note, closed_by, closed_at, close_note "
         "FROM perf.regressions WHERE list_contains(?, status) AND (? IS NULL OR pool = ?) "
         "AND (? IS NULL OR owner = ?) AND (? IS NULL OR family = ?) AND (? IS NULL OR direction = ?) "
-        "ORDER BY cause, direction, change_dt DESC, regression_id LIMIT ?",
+        "ORDER BY cause, device_kind, direction, change_dt DESC, regression_id LIMIT ?",
         [list(statuses), pool, pool, owner, owner, family, family, direction, direction, MAX_ROWS])
 
 
 def by_cause(rows: list[dict]) -> list[dict]:
-    """Groups of rows sharing a cause, the largest (most series) first."""
-    groups = [{"cause": cause, "rows": list(g)} for cause, g in groupby(rows, key=lambda r: r["cause"])]
+    """Groups of rows sharing a cause and a device kind (simulated series are never
+    pooled with real ones, as in the owners' digest), the largest (most series) first."""
+    groups = [{"cause": cause, "device_kind": kind, "rows": list(g)}
+              for (cause, kind), g in groupby(rows, key=lambda r: (r["cause"], r["device_kind"]))]
     for g in groups:
         g["series"] = len({r["series_key"] for r in g["rows"]})
-    return sorted(groups, key=lambda g: (-g["series"], g["cause"]))
+    return sorted(groups, key=lambda g: (-g["series"], g["cause"], g["device_kind"] or ""))
 
 
 @router.get("/regressions")
@@ -55,7 +57,8 @@ def regressions(request: Request, state: str | None = None, pool: str | None = N
     rows = listed(request.app.state.reader, STATES[state], *filters.values(), None if direction == "any" else direction)
     done = done if done and all(c.isalnum() or c in ":-" for c in done) and len(done) < 40 else None
     return page(request, "regressions.html", current="regressions", state=state, direction=direction,
-                filters=filters, groups=by_cause(rows), total=len(rows), capped=len(rows) >= MAX_ROWS, done=done,
+                filters=filters, groups=by_cause(rows), total=len(rows),
+                simulated=any(r["device_kind"] == "simulated" for r in rows), capped=len(rows) >= MAX_ROWS, done=done,
                 states=tuple(STATES), identities=bool(sqlusers.users(request.app.state.lake)))
 
 
