@@ -205,6 +205,7 @@ def test_improvements_and_overdue_items_reach_their_owner_by_a_webhook_from_the_
     assert improvement == ids(t, [IMPROVED], "latency")
     overdue = [line for line in lines if f"due {CHANGE_NIGHT}" in line]
     assert {line.split()[0] for line in overdue} >= ids(t, [EARLY])
+    assert overdue and all(" on simulated " in line for line in overdue)  # labelled row by row
     assert not ids(t, SLOWED) & set(re.findall(r"\b[0-9a-f]{10}\b", body["text"]))
 
 

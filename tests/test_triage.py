@@ -184,6 +184,9 @@ def test_triage_commands_list_ack_and_close_from_the_terminal(lifecycle, capsys)
     assert code == 0
     listed = {r["regression_id"]: r for r in json.loads(out)["regressions"]}
     assert set(listed) == {lifecycle["acked"]}  # the closed one is no longer open
+    code, out, _ = cli(capsys, "triage", "list", "--owner", "gemm-bf16")
+    header, _, row, *_ = out.splitlines()
+    assert code == 0 and "device_kind" in header.split(" | ") and " | simulated " in row  # simulated is labelled
     code, out, _ = cli(capsys, "triage", "list", "--overdue", "--today", "2036-03-12", "--format", "json")
     late = {r["regression_id"]: r for r in json.loads(out)["regressions"] if r["pool"] == POOL}
     assert {r["case_id"] for r in late.values()} == {SLOWER.case_id}  # acknowledged and closed are not late

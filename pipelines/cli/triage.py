@@ -15,7 +15,7 @@ from pipelines.cli.args import date_arg
 from pipelines.config.lake import Lake
 
 LIST_COLUMNS = ("regression_id", "owner", "status", "triage_due_dt", "overdue", "metric", "kernel", "dtype",
-                "gpu_sku", "change_dt", "change_pct", "cause")
+                "gpu_sku", "device_kind", "change_dt", "change_pct", "cause")  # device_kind: simulated is labelled
 STATUSES = ("provisional", "confirmed", "acknowledged", "closed", "cleared")
 
 
