@@ -167,12 +167,16 @@
       const xs = [0.01, 0.1, 1, 10, 100, 1000, 10000], bw = data.hw.memory_bandwidth_gbps || 0;
       const byDtype = {};
       data.points.forEach(p => (byDtype[p.dtype] = byDtype[p.dtype] || []).push(p));
+      // One colour per dtype, the same on every GPU and kind, shared by the dtype's roof and its points.
+      const spare = ['#0f766e', '#a21caf', '#4d7c0f', '#9a3412'], known = { fp32: '#2f5fd0', tf32: '#0891b2',
+        bf16: '#d97706', fp16: '#16a34a', fp8: '#c4302b', fp64: '#6b21a8', int8: '#475569' };
+      const colour = dtype => known[dtype] || (known[dtype] = spare[Object.keys(known).length % spare.length]);
       const roofs = Object.entries(data.hw.peak_tflops).filter(([d]) => byDtype[d]).map(([dtype, peak]) => {
         const knee = peak * 1000 / bw, line = xs.filter(x => x < knee).concat([knee], xs.filter(x => x > knee));
-        return { name: `roof ${dtype}`, type: 'line', symbol: 'none', silent: true, lineStyle: { type: 'dashed', width: 1 },
-                 data: line.map(x => [x, Math.min(peak, x * bw / 1000)]) }; });
+        return { name: `roof ${dtype}`, type: 'line', symbol: 'none', silent: true, color: colour(dtype),
+                 lineStyle: { type: 'dashed', width: 1 }, data: line.map(x => [x, Math.min(peak, x * bw / 1000)]) }; });
       const points = Object.entries(byDtype).map(([dtype, pts]) => ({ name: dtype, type: 'scatter', symbolSize: 7,
-        data: pts.map(p => ({ value: [p.intensity, p.tflops], p })) }));
+        color: colour(dtype), data: pts.map(p => ({ value: [p.intensity, p.tflops], p })) }));
       chart.setOption({
         animation: false, grid: { left: 70, right: 30, top: 40, bottom: 50 }, legend: { top: 5 },
         tooltip: { trigger: 'item', formatter: e => { const p = e.data && e.data.p; if (!p) return e.seriesName;
