@@ -104,8 +104,8 @@ def _row_line(r: dict) -> str:
     lat = ""
     if r.get("metric") == "energy" and r.get("before_ns") and r.get("after_ns"):
         lat = f" (latency {(r['after_ns'] / r['before_ns'] - 1) * 100:+.1f} %)"
-    simulated = " simulated" if r.get("device_kind") == "simulated" else ""
-    return (f"{r['regression_id']} {r['kernel']} {r['dtype']} on{simulated} {r['gpu_sku']} ({r['pool']}): {r['metric']} "
+    gpu = f"simulated {r['gpu_sku']}" if r.get("device_kind") == "simulated" else r["gpu_sku"]
+    return (f"{r['regression_id']} {r['kernel']} {r['dtype']} on {gpu} ({r['pool']}): {r['metric']} "
             f"{r['change_pct']:+.1f} %{lat} at {r['change_run_id']}")
 
 

@@ -95,6 +95,8 @@ def recent_runs(reader: Reader, limit: int = 60) -> list[dict]:
 
 @router.get("/compare")
 def compare_page(request: Request, a: str | None = None, b: str | None = None, verdict: str | None = None):
+    from pipelines.query.ab import mixed_kinds
+
     side_a, side_b = side(a, "a"), side(b, "b")
     only = params.choice(verdict, "verdict", VERDICTS, "") or None
     reader: Reader = request.app.state.reader
@@ -102,8 +104,6 @@ def compare_page(request: Request, a: str | None = None, b: str | None = None, v
     shown = [r for r in rows if only is None or r["verdict"] == only]
     chart = [{"case": f"{r['kernel']} {r['dtype']} {r['shape']}", "ratio": r["ratio"], "lo": r["ci_low"],
               "hi": r["ci_high"], "verdict": r["verdict"]} for r in shown if r["ratio"] is not None]
-    from pipelines.query.ab import mixed_kinds
-
     kinds = {"a": side_kinds(rows, "a"), "b": side_kinds(rows, "b")}
     return page(request, "compare.html", current="compare", a=a or "", b=b or "", side_a=side_a, side_b=side_b,
                 rows=shown, total=len(rows), families=by_family(rows), verdict=only, verdicts=VERDICTS,

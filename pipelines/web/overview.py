@@ -59,9 +59,9 @@ def open_changes(reader: Reader, as_of: str | None) -> list[dict]:
     if not reader.has("regressions"):
         return []
     return reader.rows(
-        "SELECT direction, status, coalesce(cause, '(no attribute changed)') AS cause, device_kind, count(*) AS changes, "
-        "count(DISTINCT series_key) AS series, min(change_dt) AS first_dt, max(change_dt) AS last_dt, "
-        "median(change_pct) AS median_change_pct FROM perf.regressions "
+        "SELECT direction, status, coalesce(cause, '(no attribute changed)') AS cause, device_kind, "
+        "count(*) AS changes, count(DISTINCT series_key) AS series, min(change_dt) AS first_dt, "
+        "max(change_dt) AS last_dt, median(change_pct) AS median_change_pct FROM perf.regressions "
         "WHERE list_contains(?, status) AND (? IS NULL OR change_dt <= ?) "
         "GROUP BY ALL ORDER BY direction DESC, status, series DESC, cause", [list(OPEN), as_of, as_of])
 

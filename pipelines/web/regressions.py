@@ -28,9 +28,10 @@ def listed(reader: Reader, statuses: tuple[str, ...], pool: str | None, owner: s
     if not reader.has("regressions"):
         return []
     return reader.rows(
-        "SELECT regression_id, series_key, metric, unit, pool, gpu_sku, device_kind, family, kernel, backend, dtype, change_dt, "
-        "change_run_id, change_pct, sigmas, q_value, direction, status, coalesce(cause, '(no attribute changed)') "
-        "AS cause, owner, triage_due_dt, acknowledged_by, acknowledged_at, note, closed_by, closed_at, close_note "
+        "SELECT regression_id, series_key, metric, unit, pool, gpu_sku, device_kind, family, kernel, backend, dtype, "
+        "change_dt, change_run_id, change_pct, sigmas, q_value, direction, status, "
+        "coalesce(cause, '(no attribute changed)') AS cause, owner, triage_due_dt, acknowledged_by, acknowledged_at, "
+        "note, closed_by, closed_at, close_note "
         "FROM perf.regressions WHERE list_contains(?, status) AND (? IS NULL OR pool = ?) "
         "AND (? IS NULL OR owner = ?) AND (? IS NULL OR family = ?) AND (? IS NULL OR direction = ?) "
         "ORDER BY cause, device_kind, direction, change_dt DESC, regression_id LIMIT ?",
