@@ -85,12 +85,15 @@ status: setup
 
 # Airflow on its own, embedded (SQLite; for trying DAGs without `make up`). `airflow
 # standalone` starts its parts as `airflow` from PATH: put the venv first. The API server
-# (UI) listens on loopback only; PORT picks its port (default 8080).
+# (UI) listens on loopback only; PORT picks its port (default 8080). It runs in a process
+# group of its own that Ctrl-C stops whole (run_foreground): on its own, its scheduler
+# and workers outlive a Ctrl-C.
 airflow: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" AIRFLOW_HOME=$(PERFLAKE_HOME)/airflow AIRFLOW__CORE__DAGS_FOLDER=$(CURDIR)/dags \
 	  AIRFLOW__CORE__LOAD_EXAMPLES=False AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=sqlite:///$(PERFLAKE_HOME)/airflow/airflow.db \
 	  AIRFLOW__API__HOST=127.0.0.1 AIRFLOW__API__PORT=$(or $(PORT),8080) \
 	  AIRFLOW__CORE__EXECUTION_API_SERVER_URL=http://127.0.0.1:$(or $(PORT),8080)/execution/ \
+	  $(PY) -c 'import sys; from pipelines.config.processes import run_foreground; sys.exit(run_foreground(sys.argv[1:]))' \
 	  $(VENV)/bin/airflow standalone
 
 # The dashboard on http://127.0.0.1:$(PORT)/ (default 8080; loopback only, docs/web.md).

@@ -97,3 +97,31 @@ def stop_group(pgid: int, *, timeout_s: float = 30.0) -> None:
         signal_all(signal.SIGKILL)
         while (alive(pgid) or group_members(pgid)) and time.monotonic() < deadline + 10:
             time.sleep(0.2)
+
+
+def run_foreground(cmd: list[str], *, grace_s: float = 10.0) -> int:
+    """Run `cmd` as the leader of a process group of its own and return its exit status
+    (0 once stopped as asked). Ctrl-C or SIGTERM stops the whole group (stop_group:
+    SIGTERM, then SIGKILL to what is left after `grace_s`). `make airflow` runs `airflow
+    standalone` so: stopped with Ctrl-C on its own, its scheduler, DAG processor and
+    executor workers were still there two minutes and a second Ctrl-C later
+    (apache/airflow#19260)."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(cmd, start_new_session=True)
+    asked = []
+
+    def stop(signum, frame) -> None:
+        asked.append(signum)
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)  # a second Ctrl-C does not cut the stop short
+        print(f"\nstopping {os.path.basename(cmd[0])} and every process it started (SIGKILL after {grace_s:.0f} s)",
+              file=sys.stderr, flush=True)
+        stop_group(proc.pid, timeout_s=grace_s)
+
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, stop)
+    status = proc.wait()
+    return 0 if asked else status
