@@ -26,7 +26,7 @@ from pipelines.orchestration.airflow_env import airflow_env
 from pipelines.config.lake import Lake
 
 SLOW_MODULES = {
-    "test_backfill_hardware", "test_nightly_e2e", "test_sweep_retries_and_reruns", "test_multi_suite_run",
+    "test_nightly_e2e", "test_sweep_retries_and_reruns", "test_multi_suite_run",
     "test_regressions", "test_triage", "test_notify", "test_projections", "test_mine_gates",
     "test_publish_faults", "test_faults", "test_spark_cluster", "test_sqlserver",
     "test_energy_accuracy", "test_airflow_real",

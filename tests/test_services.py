@@ -5,11 +5,12 @@ once by `perflake services up` and taken down at the end, whatever happened.
 - the soak (fast tier; the deployment's first night, 3-5 minutes on two cores, two mines
   at once): a three-pool nightly sweep and a new GPU's backfill through the services'
   Airflow (the fast tier's one test on a real Airflow scheduler), while one client queries
-  JDBC every second and another runs `perflake sql` every 10 s; every query answered, the
+  JDBC every 2 s and another runs `perflake sql` every 15 s; every query answered, the
   tables equal the raw samples, the new GPU queryable (benchmarks/services_soak.py is the
   longer version, with a seeded lake and the figures);
 - readers see writers (end-to-end tier): sessions held open across a mine see its tables
-  within the service's metadata TTL, and never a half-written table;
+  within the service's metadata TTL, and never a half-written table, while a heavy query
+  beside them is stopped at the statement timeout;
 - read-only: the endpoints refuse every change, the readers' metastore role cannot write,
   the service runs as another OS user, and no secret is on a command line or in a log;
 - faults (slow tier): the service or a mine's driver killed mid-mine, PostgreSQL restarted.
@@ -42,7 +43,6 @@ from launchers.sql_clients import JdbcSession
 # Dates in the past (Airflow runs no logical date in the future), each test its own.
 NIGHT, BACKFILL = "2026-08-02", "2026-08-03"
 READERS, KILL_SERVICE, KILL_DRIVER, PG_RESTART = "2026-08-04", "2026-08-05", "2026-08-06", "2026-08-07"
-HEAVY = "2026-08-08"
 # The SQL service's statement timeout on this deployment (the default, 300 s, would make
 # the heavy-query test wait five minutes); every other query here takes seconds.
 QUERY_TIMEOUT_S = 40
@@ -60,7 +60,7 @@ def deployment(request):
     """The services up on a fresh lake, and its first night run as the soak (fast tier,
     bounded, loopback only): (a) a nightly sweep over three simulated pools and (b) a new
     GPU's backfill, both through the services' Airflow at once, while (c) one client
-    queries JDBC every second and another runs `perflake sql` every 10 s, from the night's
+    queries JDBC every 2 s and another runs `perflake sql` every 15 s, from the night's
     first publication (a fresh lake has no table to query before it) to the end of both
     runs. Down and deleted at the end. benchmarks/services_soak.py is the longer version.
 
@@ -78,7 +78,9 @@ def deployment(request):
         return
     with ServicesLake.create(settings={"PERFLAKE_SQL_QUERY_TIMEOUT_S": str(QUERY_TIMEOUT_S)}) as dep:
         dep.unpause("nightly_sweep", "backfill_hardware")
-        clients = QueryClients(dep, cli_period_s=10.0, after_first_publication=True).start()
+        # JDBC every 2 s and `perflake sql` every 15 s: every client query is CPU taken from
+        # the two mines on a 2-core machine (benchmarks/services_soak.py loads it harder).
+        clients = QueryClients(dep, jdbc_period_s=2.0, cli_period_s=15.0, after_first_publication=True).start()
         runs = {"nightly_sweep": "soak_night", "backfill_hardware": "soak_backfill"}
         try:
             dep.trigger("nightly_sweep", runs["nightly_sweep"], {"pools": NIGHT_POOLS, "suites": ["gemm-demo"],
@@ -152,8 +154,14 @@ def test_soak_the_new_gpus_history_is_queryable_through_jdbc(deployment):
     stats = deployment.jdbc_rows(f"SELECT DISTINCT reason, pool FROM perf.runs WHERE gpu_sku = '{NEW_GPU}'")
     assert stats == [["backfill", NEW_GPU_POOL]], _mine_logs(deployment, deployment.soak[1])
     series = deployment.jdbc_rows(f"SELECT count(*), min(last_dt) FROM perf.series WHERE gpu_sku = '{NEW_GPU}'")
-    expected = len(load_suite("memory").filter("copy").cases)
-    assert series == [[str(expected), BACKFILL]]
+    expected = {pc.case.case_id for pc in load_suite("memory").filter("copy").cases}
+    assert series == [[str(len(expected)), BACKFILL]]
+    # The catalog narrowed by the backfill's Params (suite, kernel glob), with the suite's own
+    # case ids: the new GPU's rows line up with every other run of those cases.
+    stats = deployment.jdbc_rows(f"SELECT case_id, kernel, status, median_ns FROM perf.case_stats "
+                                 f"WHERE dt = '{BACKFILL}' AND pool = '{NEW_GPU_POOL}'")
+    assert {r[0] for r in stats} == expected and len(stats) == len(expected)
+    assert all(kernel == "copy" and status == "ok" and float(median) > 0 for _, kernel, status, median in stats), stats
     # Both mines ran at once and each rewrites perf.series: neither may lose the other's.
     night = deployment.jdbc_rows(f"SELECT count(*) FROM perf.series WHERE last_dt = '{NIGHT}'")
     assert int(night[0][0]) == 3 * len(load_suite("gemm-demo").cases)
@@ -169,13 +177,28 @@ def _watch(session, sql: str, stop: threading.Event, seen: list, period_s: float
 
 
 @pytest.mark.slow  # two more mines (5 min on a quiet 2-core machine): the end-to-end tier
-def test_sessions_held_open_across_a_mine_see_its_tables_within_the_ttl_and_never_half(deployment):
-    from pipelines.query.server import METADATA_TTL_S
+def test_sessions_held_open_across_a_mine_see_its_tables_and_a_heavy_query_beside_them_is_stopped(deployment):
+    """Readers see writers: sessions held open across two mines of a night (JDBC and Spark
+    Connect, a light query every 0.5 s) see its tables within the metadata TTL and never a
+    half-written one. One user's heavy statement, sent as the first mine starts, cannot
+    starve them or the night: it is cancelled at the service's statement timeout while the
+    sessions keep being answered and the mine publishes."""
+    from pipelines.query.server import METADATA_TTL_S, query_via_jdbc
 
     dep = deployment
     sql = f"SELECT count(*) FROM perf.samples WHERE dt = '{READERS}'"
+    heavy = "SELECT count(*) FROM range(0, 100000000000, 1, 20000) a WHERE a.id % 7 = 3"
+    heavy_result: dict = {}
+
+    def run_heavy():
+        heavy_result["start"] = time.monotonic()
+        heavy_result["answer"] = query_via_jdbc([heavy], HOST, dep.services.sql_port,
+                                                timeout_s=QUERY_TIMEOUT_S + 240)[0]
+        heavy_result["end"] = time.monotonic()
+
     stop = threading.Event()
     seen: dict[str, list] = {"jdbc": [], "connect": []}
+    heavy_thread = threading.Thread(target=run_heavy, daemon=True)
     with JdbcSession(HOST, dep.services.sql_port) as jdbc, dep.connect() as connect:
         for s in (jdbc, connect):  # both sessions open and answering before the mine
             assert s.query(sql)["ok"]
@@ -185,9 +208,18 @@ def test_sessions_held_open_across_a_mine_see_its_tables_within_the_ttl_and_neve
             w.start()
         try:
             dep.land(READERS)
-            dep.perflake("mine", "--date", READERS, timeout=1500)
+            mine = dep.mine(READERS)
+            try:
+                _driver_started(mine)
+                heavy_thread.start()
+                out, _ = mine.communicate(timeout=1500)
+            finally:
+                if mine.poll() is None:
+                    os.killpg(mine.pid, signal.SIGKILL)
+            assert mine.returncode == 0, out[-4000:]
             first_done = time.monotonic()
             first = sum(dep.landed_rows(READERS).values())
+            heavy_thread.join(QUERY_TIMEOUT_S + 240)
             # A second run of the same night overwrites the published partition.
             dep.land(READERS, suffix="-b")
             dep.perflake("mine", "--date", READERS, timeout=1500)
@@ -199,6 +231,7 @@ def test_sessions_held_open_across_a_mine_see_its_tables_within_the_ttl_and_neve
                 w.join(120)
     second = sum(dep.landed_rows(READERS).values())
     assert first < second
+    assert dep.published_rows(READERS) == dep.landed_rows(READERS)
     for kind, observations in seen.items():
         errors = [a["error"][:500] for _, a in observations if not a["ok"]]
         assert errors == [], f"{kind}: {errors}"
@@ -212,6 +245,15 @@ def test_sessions_held_open_across_a_mine_see_its_tables_within_the_ttl_and_neve
         assert after_first and set(after_first) <= {first, second}, f"{kind}: {sorted(set(after_first))}"
         late_second = [c for t, c in counts if t > second_done + settle]
         assert late_second and set(late_second) == {second}, f"{kind}: {late_second}"
+    # The heavy statement: cancelled at the timeout, not before and not long after, and the
+    # sessions' light queries (sent and answered while it ran) were answered meanwhile.
+    assert not heavy_thread.is_alive() and not heavy_result["answer"]["ok"], heavy_result
+    assert "timed out" in heavy_result["answer"]["error"].lower(), heavy_result["answer"]["error"][:1000]
+    heavy_s = heavy_result["end"] - heavy_result["start"]
+    assert QUERY_TIMEOUT_S - 5 <= heavy_s < QUERY_TIMEOUT_S + 90, heavy_s
+    for kind, observations in seen.items():
+        meanwhile = [t for t, a in observations if heavy_result["start"] < t and t + a["s"] < heavy_result["end"]]
+        assert meanwhile, f"no {kind} query was answered while the heavy statement ran ({heavy_s:.0f} s)"
 
 
 # --- read-only -------------------------------------------------------------------------
@@ -307,47 +349,6 @@ def test_no_secret_is_on_a_command_line_or_in_a_log(deployment):
     assert any(p.name == "sql-server.log" for p in logs) and any(p.name == "postgres.log" for p in logs)
     leaked = [str(p) for p in logs if any(s in p.read_text(errors="replace") for s in secrets)]
     assert leaked == []
-
-
-# --- a heavy query beside a mine (end-to-end tier) ------------------------------------------
-
-@pytest.mark.slow
-def test_a_heavy_query_is_stopped_at_the_timeout_while_a_mine_publishes_and_a_light_query_is_answered(deployment):
-    """One user's heavy statement cannot starve the night: it is cancelled at the service's
-    statement timeout, a light statement is answered meanwhile, and a mine running at the
-    same time (its own Spark driver) publishes."""
-    from pipelines.query.server import query_via_jdbc
-
-    dep = deployment
-    heavy = "SELECT count(*) FROM range(0, 100000000000, 1, 20000) a WHERE a.id % 7 = 3"
-    result: dict = {}
-
-    def run_heavy():
-        t0 = time.monotonic()
-        result["answer"] = query_via_jdbc([heavy], HOST, dep.services.sql_port, timeout_s=QUERY_TIMEOUT_S + 240)[0]
-        result["seconds"] = time.monotonic() - t0
-
-    dep.land(HEAVY)
-    mine = dep.mine(HEAVY)
-    thread = threading.Thread(target=run_heavy, daemon=True)
-    try:
-        _driver_started(mine)
-        thread.start()
-        time.sleep(5)
-        t0 = time.monotonic()
-        light = dep.jdbc("SELECT count(*) FROM perf.case_stats")[0]
-        light_s = time.monotonic() - t0
-        out, _ = mine.communicate(timeout=1500)
-        thread.join(QUERY_TIMEOUT_S + 240)
-    finally:
-        if mine.poll() is None:
-            os.killpg(mine.pid, signal.SIGKILL)
-    assert mine.returncode == 0, out[-4000:]
-    assert dep.published_rows(HEAVY) == dep.landed_rows(HEAVY)
-    assert light["ok"], light["error"][:1000]
-    assert not thread.is_alive() and not result["answer"]["ok"], result
-    assert "timed out" in result["answer"]["error"].lower(), result["answer"]["error"][:1000]
-    assert light_s < result["seconds"] < QUERY_TIMEOUT_S + 90, (light_s, result["seconds"])
 
 
 # --- faults (slow tier) ------------------------------------------------------------------
