@@ -2,7 +2,7 @@
 the metastore on it, the Spark SQL service (JDBC + Spark Connect) and Airflow, brought up
 once by `perflake services up` and taken down at the end, whatever happened.
 
-- the soak (fast tier; the deployment's first night, 3-5 minutes on two cores, two mines
+- the soak (fast tier; the deployment's first night, about 9 minutes on two cores, two mines
   at once): a three-pool nightly sweep and a new GPU's backfill through the services'
   Airflow (the fast tier's one test on a real Airflow scheduler), while one client queries
   JDBC every 2 s and another runs `perflake sql` every 15 s; every query answered, the
@@ -66,7 +66,7 @@ def deployment(request):
 
     A run of the slow tests alone (`make test-full`, CI's second command) needs only a published
     night: there the services come up without Airflow and one night is landed and mined
-    by `perflake mine`; the soak (9-12 min on two cores with its query clients, and its
+    by `perflake mine`; the soak (9-13 min on two cores with its query clients, and its
     Airflow daemons taking CPU from every later mine) ran in the fast tier already."""
     require_packages()
     if not _fast_tier_selected(request.session):
