@@ -1,5 +1,5 @@
 """`make airflow`'s Airflow (`airflow standalone` on SQLite: scheduler, DAG processor,
-triggerer and API server on loopback) re-mines a landed night through the mine DAG when
+triggerer and API server on loopback) mines a landed night through the mine DAG when
 `airflow backfill create` asks (docs/airflow.md), the tables then hold the night, and
 stopping it leaves no process behind. It uses its own lake: the shared test session holds
 the other lake's metastore.
