@@ -297,6 +297,8 @@ class QueryClients:
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
+    _tables: threading.Event = field(default_factory=threading.Event)
+    _poll_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> "QueryClients":
         for target in (self._jdbc, self._cli):
@@ -319,11 +321,19 @@ class QueryClients:
             self.errors.append(f"{target.__name__} died: {type(e).__name__}: {e}")
 
     def _wait_for_tables(self, *names: str) -> None:
-        while not self._stop.is_set():
-            (answer,) = self.lake.jdbc("SHOW TABLES IN perf")
-            if answer["ok"] and set(names) <= {row[1] for row in answer["rows"]}:
+        # One poller over one held-open connection: both clients polled with a new JDBC
+        # connection each second, a JVM started per poll, CPU taken from the mines the
+        # soak is about (minutes of a fresh lake's first night).
+        with self._poll_lock:
+            if self._tables.is_set():
                 return
-            self._stop.wait(1.0)
+            with JdbcSession(HOST, self.lake.services.sql_port) as session:
+                while not self._stop.is_set():
+                    answer = session.query("SHOW TABLES IN perf")
+                    if answer["ok"] and set(names) <= {row[1] for row in answer["rows"]}:
+                        self._tables.set()
+                        return
+                    self._stop.wait(2.0)
 
     def _jdbc(self) -> None:
         sql = "SELECT dt, pool, count(*) FROM perf.samples GROUP BY dt, pool"
