@@ -15,10 +15,12 @@ help:
 	@echo "everything else: .venv/bin/perflake --help (e.g. perflake airflow dags list: any airflow command on the lake's Airflow)"
 
 # The venv is built from the lock (constraints.txt) once; the stamp marks it complete.
+# --no-compile: Python compiles a module when it is first imported, instead of pip
+# compiling every file of every package up front (3 min 22 s -> 2 min 5 s here).
 $(VENV)/.installed: pyproject.toml constraints.txt
 	python3.11 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip==26.3"
-	$(PY) -m pip install --quiet -c constraints.txt -e .
+	$(PY) -m pip install --quiet --no-compile -c constraints.txt -e .
 	touch $@
 
 # The SQL gate (pipelines/query/gate: Spark extension, JDBC authentication, audit) is
