@@ -27,7 +27,7 @@ def service_user(preferred: tuple[str, ...], create: str) -> str:
         useradd = shutil.which("useradd") or "/usr/sbin/useradd"
         proc = subprocess.run([useradd, "--system", "--no-create-home", "--home-dir", "/nonexistent",
                                "--shell", "/usr/sbin/nologin", create], capture_output=True, text=True)
-        if proc.returncode != 0:
+        if proc.returncode != 0 and not _exists(create):  # (another `up` may have just created it)
             raise RuntimeError(f"could not create the system user {create!r} for the services: "
                                f"{proc.stderr.strip() or proc.stdout.strip()}")
     return create
