@@ -105,6 +105,10 @@ def get_spark(lake: Lake, app: str = "perflake"):
         builder = builder.master(master or "local[2]")
     for k, v in spark_conf(lake).items():
         builder = builder.config(k, v)
+    if os.environ.get("PERFLAKE_DRIVER_MEMORY") and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # The JVM this process starts (local mode: driver and executors): Spark's default
+        # heap is 1g. Under spark-submit its --driver-memory decides.
+        builder = builder.config("spark.driver.memory", os.environ["PERFLAKE_DRIVER_MEMORY"])
     spark = builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
