@@ -41,61 +41,72 @@ def test_a_sample_without_an_attempt_is_quarantined_not_dropped_unseen(spark):
     assert sorted(r.iteration for r in latest_attempt(good).collect()) == [0, 1]
 
 
+NULL_ATTEMPT_NIGHT = "2036-03-01"
+
+
+@pytest.fixture(scope="module")
+def null_attempts(spark, lake, tmp_path_factory):
+    """One night, two pools, one mine: in pool peer-na one sample has no attempt, in
+    peer-nr one case_results row (each written by another harness's writer: the same
+    types, attempt nullable)."""
+    from jobs.mine import mine
+    from pipelines.landing.files import land_shard
+    from test_ingest import shard_rows, write_shard
+
+    tmp = tmp_path_factory.mktemp("null-attempts")
+    night, landed = NULL_ATTEMPT_NIGHT, {}
+    for pool, name in (("peer-na", "samples"), ("peer-nr", "case_results")):
+        rid = f"{pool}-1"
+        rows = shard_rows(rid, cases=2, samples=20, started=dt.datetime(2036, 3, 1, 2, tzinfo=dt.timezone.utc))
+        rows["runs"][0]["hardware_fingerprint"] = pool  # series of their own in the session's lake
+        staging = write_shard(tmp / rid, rows)
+        table = pq.read_table(staging / f"{name}.parquet")
+        schema = table.schema.set(table.schema.get_field_index("attempt"), pa.field("attempt", pa.int32()))
+        records = table.to_pylist()
+        if name == "samples":
+            records.append({**records[0], "iteration": 99, "attempt": None})
+        else:
+            records[1]["attempt"] = None
+        pq.write_table(pa.Table.from_pylist(records, schema=schema), staging / f"{name}.parquet")
+        land_shard(staging, lake, dt=night, pool=pool, run_id=rid, shard=0)
+        assert pq.read_table(lake.landing_file(name, night, pool, rid, 0)).column("attempt").null_count == 1
+        landed[pool] = records
+    summary = mine(spark, lake, night, ["peer-na", "peer-nr"])
+
+    def quarantined(pool: str) -> list:
+        return spark.sql(f"SELECT reason, record FROM perf.quarantine WHERE dt = '{night}' AND stage = 'mine' "
+                         f"AND record LIKE '%{pool}-1%'").collect()
+
+    return summary, landed, quarantined
+
+
+def _stats(spark, pool: str) -> list:
+    return spark.sql(f"SELECT case_id, n, n_kept FROM perf.case_stats WHERE dt = '{NULL_ATTEMPT_NIGHT}' "
+                     f"AND pool = '{pool}' ORDER BY case_id").collect()
+
+
 @pytest.mark.slow
-def test_one_sample_without_an_attempt_does_not_hold_its_committed_shard_back(spark, lake, tmp_path):
+def test_one_sample_without_an_attempt_does_not_hold_its_committed_shard_back(spark, null_attempts):
     """Found: the committed-shard check asked every sample for its run row's attempt, and
     null matches nothing, so one such row left the whole shard pending on every mine
     (nothing of it published, nothing quarantined)."""
-    from jobs.mine import mine
-    from pipelines.landing.files import land_shard
-    from test_ingest import shard_rows, write_shard
-
-    night, pool, rid = "2036-03-01", "peer-na", "peer-na-1"
-    rows = shard_rows(rid, cases=2, samples=20, started=dt.datetime(2036, 3, 1, 2, tzinfo=dt.timezone.utc))
-    rows["runs"][0]["hardware_fingerprint"] = pool  # series of their own in the session's lake
-    staging = write_shard(tmp_path / rid, rows)
-    # Another harness's writer: the same types, attempt nullable, one sample without it.
-    samples = pq.read_table(staging / "samples.parquet")
-    schema = samples.schema.set(samples.schema.get_field_index("attempt"), pa.field("attempt", pa.int32()))
-    extra = {**rows["samples"][0], "iteration": 99, "attempt": None}
-    pq.write_table(pa.Table.from_pylist(samples.to_pylist() + [extra], schema=schema), staging / "samples.parquet")
-    land_shard(staging, lake, dt=night, pool=pool, run_id=rid, shard=0)
-    assert pq.read_table(lake.landing_file("samples", night, pool, rid, 0)).column("attempt").null_count == 1
-
-    summary = mine(spark, lake, night, [pool])
+    summary, _, quarantined = null_attempts
     assert summary.shards_pending == 0
-    stats = spark.sql(f"SELECT n, n_kept FROM perf.case_stats WHERE dt = '{night}' AND pool = '{pool}'").collect()
-    assert sorted((r.n, r.n_kept) for r in stats) == [(20, 20), (20, 20)]
-    reasons = spark.sql(f"SELECT reason FROM perf.quarantine WHERE dt = '{night}' AND stage = 'mine'").collect()
-    assert [r.reason for r in reasons] == ["missing attempt"]
+    assert [(r.n, r.n_kept) for r in _stats(spark, "peer-na")] == [(20, 20), (20, 20)]
+    assert [r.reason for r in quarantined("peer-na")] == ["missing attempt"]
 
 
 @pytest.mark.slow
-def test_a_case_result_without_an_attempt_is_quarantined_and_does_not_hold_its_shard_back(spark, lake, tmp_path):
+def test_a_case_result_without_an_attempt_is_quarantined_and_does_not_hold_its_shard_back(spark, null_attempts):
     """Found (as for samples above): a case_results row with a null attempt matched no
     run row, so its whole shard stayed pending on every mine."""
-    from jobs.mine import mine
-    from pipelines.landing.files import land_shard
-    from test_ingest import shard_rows, write_shard
-
-    night, pool, rid = "2036-03-03", "peer-nr", "peer-nr-1"
-    rows = shard_rows(rid, cases=2, samples=20, started=dt.datetime(2036, 3, 3, 2, tzinfo=dt.timezone.utc))
-    rows["runs"][0]["hardware_fingerprint"] = pool
-    staging = write_shard(tmp_path / rid, rows)
-    results = pq.read_table(staging / "case_results.parquet")
-    schema = results.schema.set(results.schema.get_field_index("attempt"), pa.field("attempt", pa.int32()))
-    table = results.to_pylist()
-    lost = table[1]["case_id"]
-    table[1]["attempt"] = None
-    pq.write_table(pa.Table.from_pylist(table, schema=schema), staging / "case_results.parquet")
-    land_shard(staging, lake, dt=night, pool=pool, run_id=rid, shard=0)
-
-    summary = mine(spark, lake, night, [pool])
+    summary, landed, quarantined = null_attempts
+    results = landed["peer-nr"]
     assert summary.shards_pending == 0
-    stats = spark.sql(f"SELECT case_id, n FROM perf.case_stats WHERE dt = '{night}' AND pool = '{pool}'").collect()
-    assert [r.case_id for r in stats] == [table[0]["case_id"]] and stats[0].n == 20
-    rows_q = spark.sql(f"SELECT reason, record FROM perf.quarantine WHERE dt = '{night}' AND stage = 'mine'").collect()
-    assert [r.reason for r in rows_q] == ["missing attempt"] and lost in rows_q[0].record
+    stats = _stats(spark, "peer-nr")
+    assert [r.case_id for r in stats] == [results[0]["case_id"]] and stats[0].n == 20
+    rows_q = quarantined("peer-nr")
+    assert [r.reason for r in rows_q] == ["missing attempt"] and results[1]["case_id"] in rows_q[0].record
 
 
 def _land(lake, tmp_path, night: str, pool: str, rid: str, *, bad_latency: int | None = None,
