@@ -40,7 +40,7 @@ class Matmul:
         if device.startswith("cuda"):
             # tf32 is a math mode of fp32 tensors, so it is set per case, explicitly.
             torch.backends.cuda.matmul.allow_tf32 = case.dtype == "tf32"
-        out = torch.empty(torch.broadcast_shapes(shape_a[:-1] + (n,)), device=device, dtype=dt)
+        out = torch.empty(shape_a[:-1] + (n,), device=device, dtype=dt)
 
         def fn():
             return torch.matmul(a, bm, out=out)
