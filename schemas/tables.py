@@ -276,10 +276,9 @@ REGRESSIONS = Table(
                                "triage finished; final, and the change stays a known level of its series)", False),
         _c("runs_after", "int64", "runs at or after the change run seen so far (reruns included)", False),
         _c("confirmed_by_run_id", "string", "the later run or rerun that agreed with the change run"),
-        _c("detected_by", "string", "significance (the detector's test), gradual (significant, but the runs cannot "
-                                    "tell a step at this run from a drift across the runs either side: the cause "
-                                    "may lie in any of them), newest-runs (its newest-runs floors) or tracked "
-                                    "(known from an earlier mine, not reported by the detector now)"),
+        _c("detected_by", "string", "significance (the detector's test), gradual (significant, but a step at this "
+                                    "run cannot be told from a drift across the runs either side), newest-runs (its "
+                                    "newest-runs floors) or tracked (known from an earlier mine, not reported now)"),
         _c("cause", "string", "what differs between the last good and the change run, e.g. 'torch 2.12.0 -> 2.13.0'"),
         _c("attribution", "map<string,string>", "each differing run attribute -> 'old -> new'"),
         _c("first_seen_at", "timestamp", "UTC time of the mine that first reported it", False),
