@@ -199,8 +199,9 @@ def test_sessions_held_open_across_a_mine_see_its_tables_and_a_heavy_query_besid
                                                 timeout_s=QUERY_TIMEOUT_S + 240)[0]
         heavy_result["end"] = time.monotonic()
 
-    first = sum(dep.published_rows(night).values())
-    assert first > 0 and dep.published_rows(night) == dep.landed_rows(night)
+    published = dep.published_rows(night)
+    first = sum(published.values())
+    assert first > 0 and published == dep.landed_rows(night)
     stop = threading.Event()
     seen: dict[str, list] = {"jdbc": [], "connect": []}
     heavy_thread = threading.Thread(target=run_heavy, daemon=True)
