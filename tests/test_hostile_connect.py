@@ -205,7 +205,15 @@ calls = {
     "refresh_table": lambda: spark.catalog.refreshTable("perf.dq_results"),
     "python_udf": lambda: spark.table("perf.dq_results").select(F.udf(lambda s: s, StringType())("suite")).collect(),
     "read_by_path": lambda: spark.read.text(canary).collect(),
+    "table_options": lambda: spark.read.option("fs.file.impl.disable.cache", "true").option(
+        "fs.file.impl", "java.lang.String").table("perf.dq_results").count(),
     "drop_table": lambda: spark.sql("DROP TABLE perf.dq_results").collect(),
+    # expression strings are parsed on the service (Spark's parseExpression) and analysed
+    # there: without the gate's judgment of them, reflect's class was loaded and the
+    # subquery's table listed with its options before the analyzed plan was judged
+    "expr_reflect": lambda: spark.range(1).selectExpr("reflect('no.such.Klass', 'm')").collect(),
+    "expr_options": lambda: spark.range(1).selectExpr(
+        "(SELECT count(*) FROM perf.dq_results WITH ('fs.file.impl' = 'java.lang.String'))").collect(),
     "deep_expression": lambda: spark.table("perf.dq_results").selectExpr("(" * 20000 + "1" + ")" * 20000).collect(),
     "computed_schema": lambda: spark.table("perf.dq_results").select(F.from_json("suite", F.concat(
         F.repeat(F.lit("struct<a:"), F.lit(20000)), F.lit("int"), F.repeat(F.lit(">"), F.lit(20000))))).collect(),
@@ -228,7 +236,7 @@ for name, call in calls.items():
 print(json.dumps({"session": client._session_id}), flush=True)
 """
 GUARDED = ["artifact", "artifact_status", "scala_udf", "scala_udf_compressed", "cache_table", "dataframe_cache",
-           "clear_cache", "refresh_table", "python_udf", "read_by_path", "computed_schema"]
+           "clear_cache", "refresh_table", "python_udf", "read_by_path", "table_options", "computed_schema"]
 
 
 @pytest.fixture(scope="module")
@@ -266,6 +274,7 @@ def test_the_guard_names_what_it_refused(hostile_calls):
     assert "catalog.clearCache" in said["clear_cache"] and "catalog.refreshTable" in said["refresh_table"]
     assert "a Python user-defined function" in said["python_udf"] and "by format, path" in said["read_by_path"]
     assert "from_json with a type computed by an expression" in said["computed_schema"]
+    assert "reading a table with options" in said["table_options"]
 
 
 def test_an_uploaded_artifact_lands_nowhere_and_the_token_check_still_comes_first(hostile_calls, connect_corpus):
@@ -282,6 +291,10 @@ def test_after_the_guards_refusals_the_gate_still_refuses_and_a_legit_query_is_a
     assert not drop["ok"] and refusal_in(drop["error"]) == drop["error"], drop
     hadoop = answers["hadoop_setting"]  # a session's Hadoop settings must be the service's
     assert not hadoop["ok"] and "a session whose configuration sets parquet.crypto.factory.class" in hadoop["error"]
+    # judged as parsed ("the function reflect"), not after analysis ("reflect/java_method")
+    said = {call: refusal_in(answers[call].get("error", "")) or "" for call in ("expr_reflect", "expr_options")}
+    assert "the function reflect calls Java methods" in said["expr_reflect"], answers["expr_reflect"]
+    assert "with the option fs.file.impl" in said["expr_options"], answers["expr_options"]
     deep = answers["deep_expression"]  # an expression's text is bounded before Spark parses it
     assert not deep["ok"] and refusal_in(deep["error"]) == deep["error"] and "levels deep" in deep["error"], deep
     # Spark's ${env:...} substitution is off: the service's environment holds this token

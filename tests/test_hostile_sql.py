@@ -103,6 +103,19 @@ CORPUS: list[tuple[str, str]] = [
     ("SELECT * FROM spark_catalog.default.other", ""),
     ("SELECT (SELECT count(*) FROM default.other) AS n", ""),
     ("SELECT java_method('java.lang.System', 'getenv', 'HOME')", ""),
+    # a table read with options of its own: they reach the file readers as Hadoop and Parquet
+    # settings (measured: Parquet and Hadoop loaded and instantiated the class named here)
+    ("SELECT * FROM perf.dq_results WITH ('parquet.crypto.factory.class' = 'java.lang.String')", ""),
+    ("SELECT count(*) FROM perf.dq_results WITH ('fs.file.impl.disable.cache' = 'true', "
+     "'fs.file.impl' = 'java.lang.String')", ""),
+    ("SELECT * FROM IDENTIFIER('perf.dq_results') WITH ('parquet.crypto.factory.class' = 'java.lang.String')", ""),
+    # a Java-serialised Parquet filter predicate (gzip, base64), which Parquet deserialises
+    ("SELECT * FROM perf.dq_results WITH ('parquet.private.read.filter.predicate' = 'H4sIAAAAAAACA1vzloE1PbEoKTE9FQDV+unbCwAAAA==')", ""),
+    # IDENTIFIER(...): Spark builds the table or function it names only during analysis
+    ("SELECT * FROM IDENTIFIER('text.`{canary}`')", ""),
+    ("SELECT * FROM IDENTIFIER(concat('text.`', '{canary}', '`'))", ""),
+    ("SELECT IDENTIFIER('reflect')('java.lang.System', 'exit', 3)", ""),
+    ("SELECT IDENTIFIER('java_' || 'method')('java.lang.System', 'getenv', 'HOME')", ""),
     ("SELECT xpath_string('<!DOCTYPE a [<!ENTITY x SYSTEM \"file://{canary}\">]><a>&x;</a>', '/a')", ""),
     ("SELECT from_xml('<a>1</a>', 'a INT')", ""),
     # JVM reflection and code
@@ -150,6 +163,11 @@ CORPUS: list[tuple[str, str]] = [
     ("EXPLAIN DROP TABLE perf.dq_results", ""),
     ("EXPLAIN SELECT * FROM text.`{canary}`", ""),
     ("EXPLAIN SELECT reflect('java.lang.System', 'exit', 3)", ""),
+    # DESCRIBE QUERY analyses its query: files listed, classes loaded before the analyzed check
+    ("DESCRIBE QUERY SELECT * FROM perf.dq_results WITH ('fs.file.impl.disable.cache' = 'true', "
+     "'fs.file.impl' = 'java.lang.String')", ""),
+    ("DESCRIBE QUERY SELECT reflect('java.lang.System', 'exit', 3)", ""),
+    ("DESCRIBE QUERY SELECT * FROM text.`{canary}`", ""),
     # case, whitespace, unicode
     ("DrOp\tTaBlE\n  perf.dq_results", ""),
     ("\u00a0DROP TABLE perf.dq_results", "native"),
@@ -353,6 +371,10 @@ def test_a_legitimate_query_still_runs_on_every_engine(hostile, monkeypatch, cap
          "WHERE suite IN (SELECT suite FROM perf.dq_results WHERE success) ORDER BY suite")
     answer = sqlserver.query_via_jdbc([q], **hostile["conn"])[0]
     assert answer["ok"] and answer["rows"] == [["copy"], ["gemm"]], answer
+    # IDENTIFIER with a literal name: the gate judges the table it names, and it is answered
+    answer = sqlserver.query_via_jdbc(["SELECT count(IDENTIFIER('suite')) FROM IDENTIFIER('perf.dq_results')"],
+                                      **hostile["conn"])[0]
+    assert answer["ok"] and answer["rows"] == [["3"]], answer
     # within the gate's bounds on nesting: brackets, type brackets, CASE, prefix operators
     nested = ("SELECT " + "(" * 40 + "1" + ")" * 40 + " AS one, CAST(NULL AS struct<a: array<map<string, "
               "struct<b: int>>>>) AS t, from_json('{\"a\": 1}', 'a INT').a AS j, "

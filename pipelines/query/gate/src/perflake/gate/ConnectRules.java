@@ -69,6 +69,11 @@ final class ConnectRules {
             "reading a data source by format, path or URL (spark.read.format, load, parquet, jdbc)",
             "reaches files or other systems while the plan is built, before the gate can judge it, and "
             + Gate.SCOPE});
+        // a table read with options of its own (spark.read.option(k, v).table(t)): they reach the
+        // file readers while the plan is analysed (listing the table's files), before the gate's
+        // check of the analyzed plan, which refuses them too
+        FIELDS.put("spark.connect.Read.NamedTable.options", new String[] {
+            "reading a table with options (spark.read.option(...).table)", Gate.READ_OPTIONS});
         FIELDS.put("spark.connect.Command.execute_external_command", new String[] {
             "an external command (spark.executeCommand)", "runs a command in another system from the service, and "
             + Gate.SCOPE});

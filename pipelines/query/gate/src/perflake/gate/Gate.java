@@ -10,6 +10,8 @@ import java.util.Map;
 import java.util.Set;
 
 import org.apache.spark.SparkConf;
+import org.apache.spark.sql.catalyst.analysis.ExpressionWithUnresolvedIdentifier;
+import org.apache.spark.sql.catalyst.analysis.PlanWithUnresolvedIdentifier;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedFunction;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedRelation;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedTableValuedFunction;
@@ -19,10 +21,12 @@ import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.SubqueryExpression;
 import org.apache.spark.sql.catalyst.expressions.UserDefinedExpression;
+import org.apache.spark.sql.catalyst.parser.CatalystSqlParser$;
 import org.apache.spark.sql.catalyst.plans.QueryPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Command;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.internal.SQLConf$;
 
@@ -86,6 +90,11 @@ public final class Gate {
     /** Spark's own schema of a sample it parses with a bounded nesting depth (Jackson). */
     private static final Set<String> SCHEMA_OF = Set.of("schema_of_json", "schema_of_csv");
 
+    /** Why a table is not read with options of the statement's own (judgeReadOptions). */
+    static final String READ_OPTIONS = "hands settings to the service's file readers (some name classes for them "
+        + "to load), and this endpoint reads the tables of database perf only as the catalog defines them; read it "
+        + "without options";
+
     /** Session settings that the Thrift server itself gives every session (output formats). */
     private static final Set<String> FREE_SETTINGS = new HashSet<>(Arrays.asList(
         "spark.sql.hive.version", "spark.sql.datetime.java8API.enabled", "spark.sql.binaryOutputStyle"));
@@ -111,12 +120,14 @@ public final class Gate {
         String root = name(plan);
         if (isCommand(plan)) {
             judgeCommand(plan, root);
-            if (root.equals("ExplainCommand")) {
-                Object inner = call(plan, "logicalPlan");
+            // an allowed command that analyses a query of its own (EXPLAIN, DESCRIBE QUERY): its
+            // analysis can already list files or load classes, so the query is judged as parsed too
+            for (String field : new String[] {"logicalPlan", "plan"}) {
+                Object inner = call(plan, field);
                 if (inner instanceof LogicalPlan) {
                     checkParsed((LogicalPlan) inner, session, bounds);
+                    return plan;
                 }
-                return plan;
             }
         }
         for (QueryPlan<?> node : nodes(plan, true)) {
@@ -127,26 +138,110 @@ public final class Gate {
             }
             refuseStatementKinds(n);
             if (node instanceof UnresolvedRelation) {
-                List<String> parts = parts(((UnresolvedRelation) node).multipartIdentifier());
+                UnresolvedRelation relation = (UnresolvedRelation) node;
+                List<String> parts = parts(relation.multipartIdentifier());
                 if (isPathRead(parts)) {
                     throw refuse("reading " + quoted(parts) + " by path", "reads files outside the catalog, and "
                                       + SCOPE);
                 }
+                judgeReadOptions(quoted(parts), relation.options().keySet());
+            }
+            if (node instanceof PlanWithUnresolvedIdentifier) {
+                PlanWithUnresolvedIdentifier p = (PlanWithUnresolvedIdentifier) node;
+                checkParsed(p.planBuilder().apply(identifierName(p.identifierExpr()), p.children()), session, bounds);
             }
             if (node instanceof UnresolvedTableValuedFunction) {
                 judgeFunctionName(parts(((UnresolvedTableValuedFunction) node).name()));
             }
             for (Expression e : expressions(node)) {
-                if (e instanceof UnresolvedFunction) {
-                    UnresolvedFunction f = (UnresolvedFunction) e;
-                    List<String> name = parts(f.nameParts());
-                    judgeFunctionName(name);
-                    judgeTypeArgument(name, f.arguments().size(), i -> typeArgument(f.arguments().apply(i)), bounds);
-                }
-                refuseExpression(e);
+                judgeParsedExpression(e, bounds);
             }
         }
         return plan;
+    }
+
+    /** Judge an expression parsed on its own (a DataFrame's `selectExpr` or `filter` text,
+     * Spark Connect's expression strings) as checkParsed judges a statement's expressions:
+     * function names, IDENTIFIER(...), and the plans of its subqueries. Its analysis would
+     * otherwise load the class that `reflect` names, or list a table's files with the
+     * options of a subquery's `WITH (...)`, before the analyzed plan is judged. */
+    public static Expression checkParsedExpression(Expression expr, SparkSession session, StatementBounds bounds) {
+        for (Expression e : collectAll(expr)) {
+            judgeParsedExpression(e, bounds);
+            if (e instanceof SubqueryExpression) {
+                checkParsed(((SubqueryExpression) e).plan(), session, bounds);
+            }
+        }
+        return expr;
+    }
+
+    /** One parsed expression (its children are judged as the walk reaches them). */
+    private static void judgeParsedExpression(Expression e, StatementBounds bounds) {
+        if (e instanceof UnresolvedFunction) {
+            UnresolvedFunction f = (UnresolvedFunction) e;
+            List<String> name = parts(f.nameParts());
+            judgeFunctionName(name);
+            judgeTypeArgument(name, f.arguments().size(), i -> typeArgument(f.arguments().apply(i)), bounds);
+        }
+        if (e instanceof ExpressionWithUnresolvedIdentifier) {
+            ExpressionWithUnresolvedIdentifier x = (ExpressionWithUnresolvedIdentifier) e;
+            for (Expression built : collectAll(x.exprBuilder().apply(identifierName(x.identifierExpr()),
+                                                                     x.otherExprs()))) {
+                judgeParsedExpression(built, bounds);
+            }
+        }
+        refuseExpression(e);
+    }
+
+    /** The name an IDENTIFIER(...) clause stands for. Spark builds the clause's table or
+     * function only during analysis, from that name and a closure holding what else the
+     * statement said (a table's WITH options, a function's arguments), after the parsed
+     * plan was judged; so the gate evaluates the name now and builds what Spark will, to
+     * judge it like any other. A name it cannot evaluate without analysis (one computed by
+     * a function, a parameter, a variable) is refused. */
+    private static scala.collection.immutable.Seq<String> identifierName(Expression name) {
+        Object value = null;
+        if (name.resolved() && name.foldable()) {
+            try {
+                value = name.eval(null);
+            } catch (RuntimeException e) {
+                value = null;
+            }
+        }
+        if (value instanceof UTF8String) {
+            try {
+                return CatalystSqlParser$.MODULE$.parseMultipartIdentifier(value.toString());
+            } catch (RuntimeException e) {
+                // not a name Spark can read either; refused below
+            }
+        }
+        String written;
+        try {
+            written = name.sql();
+        } catch (RuntimeException e) {
+            written = "...";
+        }
+        throw refuse("IDENTIFIER(" + written + ")", "names its table or function by a value that is known only "
+                     + "while the statement is analysed, after the gate has judged it; write the name as a string "
+                     + "literal");
+    }
+
+    /** Options given to a table read (`FROM t WITH ('k' = 'v')`, over Connect
+     * `spark.read.option(k, v).table(t)`). Spark hands them to the table's file readers as
+     * Hadoop and Parquet settings, some of which name classes to load and instantiate
+     * (`fs.file.impl`, `parquet.crypto.factory.class`) or carry Java-serialised objects
+     * (`parquet.private.read.filter.predicate`): the same reach as a session setting (checkSettings),
+     * for one relation. `allowed` are keys the table itself carries. */
+    static void judgeReadOptions(String table, java.util.Collection<String> keys, Set<String> allowed) {
+        for (String key : keys) {
+            if (!allowed.contains(key.toLowerCase(Locale.ROOT))) {
+                throw refuse("reading " + table + " with the option " + key, READ_OPTIONS);
+            }
+        }
+    }
+
+    static void judgeReadOptions(String table, java.util.Collection<String> keys) {
+        judgeReadOptions(table, keys, Set.of());
     }
 
     /** A parsed argument as judgeTypeArgument sees it: a string literal's text, the name of
@@ -213,6 +308,16 @@ public final class Gate {
                     throw refuse("reading files by path", "reads files outside the catalog, and " + SCOPE);
                 }
                 judgeTable(table.get());
+                if (((LogicalRelation) node).relation() instanceof HadoopFsRelation) {
+                    // what the read was given besides the table's own storage properties and path
+                    Set<String> own = new HashSet<>(Set.of("path"));
+                    for (String key : CollectionConverters.asJava(table.get().storage().properties()).keySet()) {
+                        own.add(key.toLowerCase(Locale.ROOT));
+                    }
+                    HadoopFsRelation files = (HadoopFsRelation) ((LogicalRelation) node).relation();
+                    judgeReadOptions(table.get().identifier().unquotedString(),
+                                     CollectionConverters.asJava(files.options()).keySet(), own);
+                }
             } else if (node instanceof LogicalPlan && ((LogicalPlan) node).children().isEmpty()
                        && !SAFE_LEAVES.contains(n)) {
                 throw refuse("reading from " + words(n), "is not a table of database perf, and " + SCOPE);
@@ -403,6 +508,13 @@ public final class Gate {
                 collect(((SubqueryExpression) e).plan(), inner, out);
             }
         }
+    }
+
+    /** An expression and every expression nested in it. */
+    static List<Expression> collectAll(Expression e) {
+        List<Expression> out = new ArrayList<>();
+        collectExpressions(e, out);
+        return out;
     }
 
     /** Every expression of a node, nested ones included. */

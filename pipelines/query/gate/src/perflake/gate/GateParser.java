@@ -11,7 +11,7 @@ import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 
-/** Spark's own parser, with every parsed statement judged by the gate before analysis,
+/** Spark's own parser, with every parsed statement and expression judged by the gate before analysis,
  * and every text held to the gate's StatementBounds before Spark parses it (statements
  * and expressions, from SQL or a Spark Connect plan; data types and schemas, which a
  * query can pass as a string to from_json and friends). */
@@ -61,7 +61,7 @@ public final class GateParser implements ParserInterface {
     @Override
     public Expression parseExpression(String sql) throws ParseException {
         String text = bounds.check(sql);
-        return parse(() -> delegate.parseExpression(text));
+        return Gate.checkParsedExpression(parse(() -> delegate.parseExpression(text)), session, bounds);
     }
 
     @Override
