@@ -69,6 +69,14 @@ final class ConnectRules {
             "reading a data source by format, path or URL (spark.read.format, load, parquet, jdbc)",
             "reaches files or other systems while the plan is built, before the gate can judge it, and "
             + Gate.SCOPE});
+        // spark.conf.set: the gate refuses every statement of a session whose settings differ
+        // from the service's, but a DataFrame read is analysed without being parsed, and its
+        // analysis lists the table's files with the session's Hadoop settings (measured:
+        // fs.file.impl set this way was loaded and instantiated before the gate judged the plan)
+        FIELDS.put("spark.connect.ConfigRequest.Operation.set", new String[] {
+            "changing a setting of the session (spark.conf.set)",
+            "reaches the session's file readers while a plan is analysed, before the gate judges it (Hadoop and "
+            + "Parquet settings name classes to load), and configuration changes are not allowed on this endpoint"});
         // a table read with options of its own (spark.read.option(k, v).table(t)): they reach the
         // file readers while the plan is analysed (listing the table's files), before the gate's
         // check of the analyzed plan, which refuses them too
