@@ -397,6 +397,17 @@ def test_settings_sent_when_connecting_cannot_reopen_path_reads(hostile):
         assert not answer[1]["ok"] and "configuration" in refusal_in(answer[1]["error"]), answer[1]
 
 
+def test_substitution_sent_when_connecting_reads_no_variable_into_a_parse_error(hostile):
+    # Spark's parser substitutes ${env:...} when the session's spark.sql.variable.substitute
+    # is on, and a statement that then fails to parse came back with the variable's value in
+    # the error (measured): the session is judged before its statement is parsed.
+    answer = sqlserver.query_via_jdbc([f"SELECT x FROM ${{env:{ENV_CANARY}}}"],
+                                      session_conf={"spark.sql.variable.substitute": "true"}, **hostile["conn"])[0]
+    assert not answer["ok"] and hostile["secret"] not in answer["error"], answer
+    assert "a session whose configuration sets spark.sql.variable.substitute" in (refusal_in(answer["error"]) or ""), \
+        answer
+
+
 def test_hadoop_settings_sent_when_connecting_are_refused(hostile):
     # Not spark.sql. settings, but they reach every file reader of the session, and Parquet
     # instantiates the class this one names (measured: the read failed in that class).

@@ -27,8 +27,17 @@ public final class GateParser implements ParserInterface {
     }
 
     /** A Spark parse of text already within the bounds; the few statements that still
-     * overflow the parser's stack are refused as too deep, in one sentence. */
+     * overflow the parser's stack are refused as too deep, in one sentence.
+     *
+     * The session's settings are judged first (Gate.checkSettings), not only after the
+     * parse: Spark's parser substitutes `${env:NAME}`, `${system:name}` and
+     * `${spark.setting}` into the text when the session's spark.sql.variable.substitute is
+     * on, and a text that then fails to parse comes back in the error. Measured: with the
+     * setting sent as a session setting, `SELECT x FROM ${env:NAME}` answered with the
+     * variable's value in the parse error (the service's environment holds Spark Connect's
+     * token). */
     private <T> T parse(ParseCall<T> call) throws ParseException {
+        Gate.checkSettings(session);
         try {
             return call.run();
         } catch (StackOverflowError e) {
@@ -66,17 +75,17 @@ public final class GateParser implements ParserInterface {
 
     @Override
     public TableIdentifier parseTableIdentifier(String sql) throws ParseException {
-        return delegate.parseTableIdentifier(sql);
+        return parse(() -> delegate.parseTableIdentifier(sql));
     }
 
     @Override
     public FunctionIdentifier parseFunctionIdentifier(String sql) throws ParseException {
-        return delegate.parseFunctionIdentifier(sql);
+        return parse(() -> delegate.parseFunctionIdentifier(sql));
     }
 
     @Override
     public scala.collection.immutable.Seq<String> parseMultipartIdentifier(String sql) throws ParseException {
-        return delegate.parseMultipartIdentifier(sql);
+        return parse(() -> delegate.parseMultipartIdentifier(sql));
     }
 
     @Override
