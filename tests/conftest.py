@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from launchers.short_jvms import SHORT_JVMS
 from pipelines.orchestration.airflow_env import airflow_env
 from pipelines.config.lake import Lake
 
@@ -41,6 +42,12 @@ def pytest_collection_modifyitems(items):
 
 _ROOT = Path(tempfile.mkdtemp(prefix="perflake-test-lake-"))
 os.environ.update(airflow_env(Lake(_ROOT)))
+# Spark settings for kilobyte lakes in JVMs that live for one command (tests/spark-conf/
+# spark-defaults.conf says which and why), and two shuffle partitions instead of the
+# product's eight, for every JVM a test starts. Not for the shared session below: it
+# lives for the whole tier, and there C2 and adaptive execution repay their cost
+# (benchmarks/NOTES-services.md).
+os.environ.update(SHORT_JVMS)
 
 
 @pytest.fixture(scope="session")
@@ -58,9 +65,12 @@ def spark(lake):
     # 1g, for this session only (not the tests' child processes).
     before = os.environ.get("PERFLAKE_DRIVER_MEMORY")
     os.environ["PERFLAKE_DRIVER_MEMORY"] = before or "2g"
+    for name in SHORT_JVMS:
+        os.environ.pop(name, None)  # this long-lived JVM takes the product's settings
     try:
         session = get_spark(lake, app="perflake-tests")
     finally:
+        os.environ.update(SHORT_JVMS)
         if before is None:
             del os.environ["PERFLAKE_DRIVER_MEMORY"]
     yield session

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from launchers.short_jvms import product_settings
 from pipelines.warehouse import catalog, snapshots
 from pipelines.config.lake import Lake
 from pipelines.query.sql import run_query
@@ -69,9 +70,11 @@ count()
 
 
 def publisher(root: Path, n: int, table: str) -> subprocess.Popen:
-    # Its own session (process group), so that SIGKILL to the group takes its JVM too.
+    # Its own session (process group), so that SIGKILL to the group takes its JVM too. The
+    # product's Spark settings: it writes millions of rows, where the tests' settings for
+    # kilobyte lakes (interpreted expressions, the JIT's quick tier) took 14 minutes.
     return subprocess.Popen([sys.executable, "-c", PUBLISHER, str(root), str(n), table], cwd=root.parent,
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
+                            env=product_settings({**os.environ, "PYTHONPATH": str(REPO)}), start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -110,11 +113,14 @@ def test_a_publisher_killed_mid_write_leaves_the_previous_version_and_the_rerun_
 
     proc = publisher(lake.root, 20_000_000, table)
     deadline = time.monotonic() + 240
-    while (half := writing(table_dir)) is None:
-        assert proc.poll() is None, f"the publisher ended before it was caught writing: {proc.communicate()}"
-        assert time.monotonic() < deadline, "the publisher never started writing"
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        while (half := writing(table_dir)) is None:
+            assert proc.poll() is None, f"the publisher ended before it was caught writing: {proc.communicate()}"
+            assert time.monotonic() < deadline, "the publisher never started writing"
+            time.sleep(0.02)
+    finally:  # caught writing or not, it does not go on taking CPU from the later tests
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert any(p.is_file() for p in half.rglob("*")), "killed before anything was written"

@@ -181,7 +181,9 @@ def use_metastore_properties(lake: Lake, role: str = WRITER_ROLE) -> None:
         raise ServicesNotConfigured(f"{props} is missing: run `make up` to (re)create the services' credentials")
     args = os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
     if "--properties-file" not in args:
-        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {shlex.quote(str(props))} {args}"
+        # --load-spark-defaults: the machine's spark-defaults.conf ($SPARK_CONF_DIR) still
+        # applies below the file, as it does to an embedded session.
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {shlex.quote(str(props))} --load-spark-defaults {args}"
 
 
 def spark_home() -> Path:
