@@ -41,11 +41,12 @@ from pipelines.query.sql import REFUSAL_PREFIX, refusal_in
 
 from launchers.services_lake import REPO, ServicesLake, require_packages
 from launchers.sql_clients import ConnectSession
-from test_hostile_sql import CORPUS, DQ_ROWS, _fill, _ids, _snapshot, _subprocess, assert_refused_by_spark
+from hostile import CORPUS, DQ_ROWS, RUNAWAYS, _fill, _ids, _snapshot, _subprocess, assert_refused_by_spark
 
 MAX_ROWS = 100            # the service's row cap here, and the corpus client's own limit
 QUERY_TIMEOUT_S = 12      # the service's statement timeout here (JDBC's and Connect's)
 MAX_SCRATCH_MB = 50       # the shuffle and spill files one statement may write here
+RUNAWAY_GRACE_S = 3       # how long a cancelled statement's task may run on here
 LEGIT = "SELECT suite, success FROM perf.dq_results ORDER BY suite"
 
 
@@ -69,7 +70,8 @@ def connect_corpus():
             (outside / name).write_text(secret + "\n")
             os.chmod(outside / name, 0o644)
         limits = {"PERFLAKE_SQL_QUERY_TIMEOUT_S": str(QUERY_TIMEOUT_S), "PERFLAKE_SQL_MAX_ROWS": str(MAX_ROWS),
-                  "PERFLAKE_SQL_MAX_SCRATCH_MB": str(MAX_SCRATCH_MB)}
+                  "PERFLAKE_SQL_MAX_SCRATCH_MB": str(MAX_SCRATCH_MB),
+                  "PERFLAKE_SQL_RUNAWAY_GRACE_S": str(RUNAWAY_GRACE_S)}
         with ServicesLake.create(prefix="perflake-hostile-connect-", with_airflow=False, settings=limits) as dep:
             lake = dep.lake
             paths = {"canary": str(outside / "secret.txt"), "canary_unicode": str(outside / "geheim-ü.txt"),
@@ -77,7 +79,7 @@ def connect_corpus():
             statements = [_fill(sql, paths) for sql, _ in CORPUS]
             # The tables, by a writer's own Spark process on the shared metastore (the
             # service is read-only).
-            _subprocess(f"from tests.test_hostile_sql import _build_lake; _build_lake({str(lake.root)!r})",
+            _subprocess(f"from tests.hostile import _build_lake; _build_lake({str(lake.root)!r})",
                         timeout=300)
             before = _snapshot(lake)
             with dep.connect(max_rows=MAX_ROWS) as session:
@@ -396,6 +398,35 @@ def test_a_heavy_connect_query_is_stopped_at_the_timeout_while_a_light_one_is_an
     assert light_done < result["done"] and after["ok"]
     timed_out = [f for event, f in _audit(dep.lake) if event == "timed-out"]
     assert timed_out and timed_out[-1]["reason"] == sentence
+
+
+def test_a_timed_out_connect_operation_gives_its_cores_back(connect_corpus):
+    """Rows that ignore interrupts on both of the service's task slots, and an operation's
+    own thread folding a constant, over Connect: the watchdog interrupts each operation at
+    the timeout, and perflake.gate.RunawayTasks stops its threads RUNAWAY_GRACE_S later, so
+    a light statement after them is answered (without it, it timed out behind them:
+    tests/test_hostile_sql.py measured it over JDBC)."""
+    dep = connect_corpus["dep"]
+    answers: dict = {}
+
+    def run(sql):
+        with dep.connect() as session:
+            answers[sql] = session.query(sql)
+
+    threads = [threading.Thread(target=run, args=(sql,)) for sql in RUNAWAYS]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=QUERY_TIMEOUT_S + 120)
+    assert set(answers) == set(RUNAWAYS)
+    for sql, answer in answers.items():
+        assert not answer["ok"] and "perflake stopped this statement: it timed out" in answer["error"], (sql, answer)
+    with dep.connect() as session:
+        light = session.query("SELECT count(*) FROM perf.dq_results")
+    assert light["ok"] and light["rows"] == [[str(len(DQ_ROWS))]], light
+    stopped = [f for event, f in _audit(dep.lake) if event == "runaway-stopped"]
+    assert len({f["task"] for f in stopped if "task" in f}) >= 2, stopped  # the two tasks
+    assert any(f.get("thread", "").startswith("SparkConnectExecuteThread") for f in stopped), stopped  # the folding
 
 
 def test_a_connect_statement_filling_the_scratch_disk_is_stopped(connect_corpus):

@@ -30,6 +30,8 @@ def register(sub) -> None:
     p.add_argument("--max-rows", type=int, default=None, help="rows a statement returns at most (default 100000)")
     p.add_argument("--max-scratch-mb", type=int, default=None, metavar="MB",
                    help="shuffle and spill files a statement may write to the server's disk (default 10240)")
+    p.add_argument("--runaway-grace-s", type=int, default=None, metavar="SECONDS",
+                   help="stop a cancelled statement's task still running this long after (default 20)")
     p.set_defaults(func=_cmd_sql_server)
 
 
@@ -57,7 +59,8 @@ def _cmd_sql_server(args) -> int:
         return 2
     if args.action == "start":
         limits = {k: v for k, v in (("query_timeout_s", args.query_timeout), ("max_rows", args.max_rows),
-                                    ("max_scratch_mb", args.max_scratch_mb)) if v is not None}
+                                    ("max_scratch_mb", args.max_scratch_mb),
+                                    ("runaway_grace_s", args.runaway_grace_s)) if v is not None}
         try:
             st = server.start(lake, args.host, args.port, **limits)
         except RuntimeError as e:  # did not come up: the message carries the cause and the log

@@ -70,17 +70,20 @@ class Services:
     # The OS users the processes run as when `make up` runs as root ("" = the caller).
     pg_user: str = ""
     sql_user: str = ""
-    # The Spark SQL service's statement timeout, result-row cap and shuffle/spill bytes per
-    # statement (None: the server's defaults, pipelines.query.server.QUERY_TIMEOUT_S,
-    # MAX_ROWS and MAX_SCRATCH_MB).
+    # The Spark SQL service's statement timeout, result-row cap, shuffle/spill bytes per
+    # statement and how long a cancelled statement's task may run on (None: the server's
+    # defaults, pipelines.query.server.QUERY_TIMEOUT_S, MAX_ROWS, MAX_SCRATCH_MB and
+    # RUNAWAY_GRACE_S).
     query_timeout_s: int | None = None
     max_rows: int | None = None
     max_scratch_mb: int | None = None
+    runaway_grace_s: int | None = None
 
     def limits(self) -> dict[str, int]:
         """The bounds this lake sets for the Spark SQL service (server.start's keywords)."""
         return {k: v for k, v in (("query_timeout_s", self.query_timeout_s), ("max_rows", self.max_rows),
-                                  ("max_scratch_mb", self.max_scratch_mb)) if v is not None}
+                                  ("max_scratch_mb", self.max_scratch_mb),
+                                  ("runaway_grace_s", self.runaway_grace_s)) if v is not None}
 
     @property
     def file(self) -> Path:
@@ -168,7 +171,7 @@ def planned(lake: Lake) -> Services:
     ports = {"pg_port": "PERFLAKE_PG_PORT", "sql_port": "PERFLAKE_SQL_PORT",
              "connect_port": "PERFLAKE_CONNECT_PORT", "airflow_port": "PERFLAKE_AIRFLOW_PORT"}
     limits = {"query_timeout_s": "PERFLAKE_SQL_QUERY_TIMEOUT_S", "max_rows": "PERFLAKE_SQL_MAX_ROWS",
-              "max_scratch_mb": "PERFLAKE_SQL_MAX_SCRATCH_MB"}
+              "max_scratch_mb": "PERFLAKE_SQL_MAX_SCRATCH_MB", "runaway_grace_s": "PERFLAKE_SQL_RUNAWAY_GRACE_S"}
     chosen = {}
     for key, var in {**ports, **limits}.items():
         if os.environ.get(var):

@@ -139,7 +139,7 @@ def _choose(lake: Lake) -> Services:
         services = Services(services.root, pg_port=services.pg_port, sql_port=services.sql_port,
                             connect_port=services.connect_port, airflow_port=services.airflow_port,
                             query_timeout_s=services.query_timeout_s, max_rows=services.max_rows,
-                            max_scratch_mb=services.max_scratch_mb,
+                            max_scratch_mb=services.max_scratch_mb, runaway_grace_s=services.runaway_grace_s,
                             pg_user=accounts.service_user(("postgres",), "perflake-pg"),
                             sql_user=accounts.service_user((), "perflake-sql"))
         services.root.mkdir(parents=True, exist_ok=True)

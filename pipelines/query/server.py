@@ -60,6 +60,7 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 QUERY_TIMEOUT_S = 300
 MAX_ROWS = 100_000
 MAX_SCRATCH_MB = 10_240  # shuffle and spill files one statement may write (perflake.gate.ScratchBound)
+RUNAWAY_GRACE_S = 20  # how long a cancelled statement's task may run on (perflake.gate.RunawayTasks)
 POOL = "adhoc"
 METADATA_TTL_S = 2
 
@@ -79,7 +80,8 @@ class ServerStatus:
 
 
 def server_conf(lake: Lake, *, query_timeout_s: int = QUERY_TIMEOUT_S, max_rows: int = MAX_ROWS,
-                max_scratch_mb: int = MAX_SCRATCH_MB, auth: bool = False) -> dict[str, str]:
+                max_scratch_mb: int = MAX_SCRATCH_MB, runaway_grace_s: int = RUNAWAY_GRACE_S,
+                auth: bool = False) -> dict[str, str]:
     """The server's Spark configuration: the lake's (`spark_conf`), the gate, the bounds on
     every statement, the ad-hoc scheduler pool and the audit listener."""
     services = configured(lake)
@@ -89,9 +91,10 @@ def server_conf(lake: Lake, *, query_timeout_s: int = QUERY_TIMEOUT_S, max_rows:
         java_options.append(f"-D{'perflake.auth.passwd.file'}={password_file(lake)}")
     conf.update({
         "spark.driver.extraJavaOptions": " ".join(o for o in java_options if o),
-        "spark.extraListeners": f"{gate.AUDIT_LISTENER},{gate.SCRATCH_BOUND}",
+        "spark.extraListeners": f"{gate.AUDIT_LISTENER},{gate.SCRATCH_BOUND},{gate.RUNAWAY_TASKS}",
         "spark.perflake.gate.maxRows": str(int(max_rows)),
         "spark.perflake.gate.maxScratchBytes": f"{int(max_scratch_mb)}m",
+        "spark.perflake.gate.runawayGraceSeconds": f"{int(runaway_grace_s)}s",
         "spark.sql.thriftServer.queryTimeout": f"{int(query_timeout_s)}s",
         # Ad-hoc statements share the service's cores fairly among themselves and with
         # other pools, instead of queueing behind one heavy statement (FIFO).
@@ -184,7 +187,8 @@ def _property(value: str) -> str:
 
 def start(lake: Lake, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, timeout_s: float = 120.0,
           query_timeout_s: int = QUERY_TIMEOUT_S, max_rows: int = MAX_ROWS,
-          max_scratch_mb: int = MAX_SCRATCH_MB, run_as: str = "") -> ServerStatus:
+          max_scratch_mb: int = MAX_SCRATCH_MB, runaway_grace_s: int = RUNAWAY_GRACE_S,
+          run_as: str = "") -> ServerStatus:
     """Start the server detached and return once it accepts connections on host:port.
     With users in `password_file(lake)` it authenticates every connection; without, it
     may listen on loopback only (ValueError otherwise). Raises RuntimeError (with the
@@ -209,7 +213,8 @@ def start(lake: Lake, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, tim
     run_dir(lake).mkdir(parents=True, exist_ok=True)
     _write_pools(lake)
     _write_properties(lake, server_conf(lake, query_timeout_s=query_timeout_s, max_rows=max_rows,
-                                        max_scratch_mb=max_scratch_mb, auth=auth), run_as)
+                                        max_scratch_mb=max_scratch_mb, runaway_grace_s=runaway_grace_s,
+                                        auth=auth), run_as)
     services = configured(lake)
     if services is None:
         lake.metastore.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ EXTENSION = "perflake.gate.Extension"
 AUTHENTICATOR = "perflake.gate.PasswordFile"
 AUDIT_LISTENER = "perflake.gate.AuditListener"
 SCRATCH_BOUND = "perflake.gate.ScratchBound"
+RUNAWAY_TASKS = "perflake.gate.RunawayTasks"
 CONNECT_GUARD = "perflake.gate.ConnectGuard"
 CLIENT = "perflake.gate.SqlClient"
 
