@@ -401,13 +401,20 @@ def test_a_heavy_connect_query_is_stopped_at_the_timeout_while_a_light_one_is_an
 
 
 def test_a_timed_out_connect_operation_gives_its_cores_back(connect_corpus):
-    """Rows that ignore interrupts on both of the service's task slots, and an operation's
-    own thread folding a constant, over Connect: the watchdog interrupts each operation at
-    the timeout, and perflake.gate.RunawayTasks stops its threads RUNAWAY_GRACE_S later, so
-    a light statement after them is answered (without it, it timed out behind them:
-    tests/test_hostile_sql.py measured it over JDBC)."""
+    """Rows that ignore interrupts on both of the service's task slots, an operation's own
+    thread folding a constant, and an `explain()` of that statement (an AnalyzePlan call,
+    which no operation timeout covered: it ran on for minutes), over Connect. The watchdog
+    interrupts each at the timeout, and perflake.gate.RunawayTasks stops its threads
+    RUNAWAY_GRACE_S later, so a light statement after them is answered (without it, it
+    timed out behind them: tests/test_hostile_sql.py measured it over JDBC)."""
     dep = connect_corpus["dep"]
     answers: dict = {}
+    explain = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pyspark.sql import SparkSession; "
+         "SparkSession.builder.remote(sys.argv[1]).getOrCreate().sql(sys.argv[2]).explain(mode='extended')",
+         dep.services.connect_url, RUNAWAYS[2]],
+        env={**dep.env, CONNECT_TOKEN_ENV: dep.services.connect_token()}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
 
     def run(sql):
         with dep.connect() as session:
@@ -427,6 +434,11 @@ def test_a_timed_out_connect_operation_gives_its_cores_back(connect_corpus):
     stopped = [f for event, f in _audit(dep.lake) if event == "runaway-stopped"]
     assert len({f["task"] for f in stopped if "task" in f}) >= 2, stopped  # the two tasks
     assert any(f.get("thread", "").startswith("SparkConnectExecuteThread") for f in stopped), stopped  # the folding
+    out = explain.communicate(timeout=60)[0]
+    assert explain.returncode != 0 and "perflake stopped this statement: it timed out" in out, out[-2000:]
+    assert any(f.get("rpc") == "AnalyzePlan" for event, f in _audit(dep.lake) if event == "timed-out")
+    stopped = [f for event, f in _audit(dep.lake) if event == "runaway-stopped"]  # the explain's by now
+    assert len([f for f in stopped if "thread" in f]) >= 2, stopped  # the operation's and the explain's
 
 
 def test_a_connect_statement_filling_the_scratch_disk_is_stopped(connect_corpus):

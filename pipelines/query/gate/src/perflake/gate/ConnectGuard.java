@@ -32,6 +32,8 @@ import org.sparkproject.connect.protobuf.Message;
  * - An operation that outlives the statement timeout is stopped (ConnectTimeout); its
  *   call (ExecutePlan, or the ReattachExecute that continues it) ends with
  *   DEADLINE_EXCEEDED and ConnectTimeout's one sentence instead of Spark's own message.
+ *   So does an AnalyzePlan call (Analyses), which is no operation but plans as long as
+ *   its statement makes it.
  *
  * What passes still meets the gate: the planner's plans are analyzed behind its rules. */
 public final class ConnectGuard implements ServerInterceptor {
@@ -59,6 +61,12 @@ public final class ConnectGuard implements ServerInterceptor {
         if (rpc.equals("ExecutePlan") || rpc.equals("ReattachExecute")) {
             Outcome<Q, R> outcome = new Outcome<>(call, rpc.equals("ExecutePlan"));
             return new Judged<>(next.startCall(outcome, headers), call, rpc, outcome);
+        }
+        if (rpc.equals("AnalyzePlan")) {
+            Analysis<Q, R> analysis = new Analysis<>(call);
+            Judged<Q, R> judged = new Judged<>(next.startCall(analysis, headers), call, rpc, null);
+            judged.analysis = analysis;
+            return judged;
         }
         return new Judged<>(next.startCall(call, headers), call, rpc, null);
     }
@@ -94,6 +102,8 @@ public final class ConnectGuard implements ServerInterceptor {
         private final String rpc;
         private final Outcome<Q, R> outcome;
         private boolean refused;
+        Analysis<Q, R> analysis;  // an AnalyzePlan call: its handler runs under the timeout
+        private String[] who = {"", ""};
 
         Judged(ServerCall.Listener<Q> delegate, ServerCall<Q, R> call, String rpc, Outcome<Q, R> outcome) {
             super(delegate);
@@ -109,7 +119,7 @@ public final class ConnectGuard implements ServerInterceptor {
             }
             if (message instanceof Message) {
                 Message request = (Message) message;
-                String[] who = ConnectRules.userAndSession(request);
+                who = ConnectRules.userAndSession(request);
                 String refusal;
                 try {
                     refusal = ConnectRules.judge(request);
@@ -148,9 +158,40 @@ public final class ConnectGuard implements ServerInterceptor {
 
         @Override
         public void onHalfClose() {
-            if (!refused) {
-                super.onHalfClose();
+            if (refused) {
+                return;
             }
+            if (analysis == null) {
+                super.onHalfClose();
+                return;
+            }
+            analysis.call = Analyses.enter(who[0], who[1]);  // the unary handler runs here, on this thread
+            try {
+                super.onHalfClose();
+            } finally {
+                Analyses.leave();
+            }
+        }
+    }
+
+    /** An AnalyzePlan call: ended with DEADLINE_EXCEEDED and ConnectTimeout's sentence when
+     * the timeout interrupted it, whatever Spark's handler made of that. */
+    private static final class Analysis<Q, R> extends ForwardingServerCall.SimpleForwardingServerCall<Q, R> {
+        volatile Analyses.Call call;
+
+        Analysis(ServerCall<Q, R> delegate) {
+            super(delegate);
+        }
+
+        @Override
+        public void close(Status status, Metadata trailers) {
+            Analyses.Call c = call;
+            if (!status.isOk() && c != null && c.interrupted) {
+                StatusRuntimeException e = answer(Status.Code.DEADLINE_EXCEEDED, ConnectTimeout.sentence());
+                super.close(e.getStatus(), e.getTrailers() == null ? new Metadata() : e.getTrailers());
+                return;
+            }
+            super.close(status, trailers);
         }
     }
 

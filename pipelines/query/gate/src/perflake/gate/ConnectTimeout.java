@@ -68,6 +68,15 @@ final class ConnectTimeout {
             if (timeoutS <= 0) {
                 return;
             }
+            for (Map.Entry<Thread, Analyses.Call> analysis : Analyses.RUNNING.entrySet()) {
+                Analyses.Call call = analysis.getValue();
+                if (!call.interrupted && now - call.startNs > TimeUnit.SECONDS.toNanos(timeoutS)) {
+                    call.interrupted = true;
+                    analysis.getKey().interrupt();
+                    Audit.write("timed-out", "user", call.user, "session", call.session, "rpc", "AnalyzePlan",
+                                "reason", sentence());
+                }
+            }
             Iterator<ExecuteHolder> running = scala.jdk.javaapi.CollectionConverters.asJava(
                 SparkConnectService$.MODULE$.executionManager().listExecuteHolders()).iterator();
             while (running.hasNext()) {

@@ -181,7 +181,7 @@ public final class RunawayTasks extends SparkListener {
         Set<Long> seen = new HashSet<>();
         for (int i = 0; i < n; i++) {
             Thread thread = all[i];
-            if (!isStatementThread(thread.getName()) || !thread.isInterrupted()
+            if (!isStatementThread(thread) || !thread.isInterrupted()
                 || thread.getState() != Thread.State.RUNNABLE) {
                 continue;
             }
@@ -206,8 +206,10 @@ public final class RunawayTasks extends SparkListener {
         unstoppable.retainAll(seen);
     }
 
-    private static boolean isStatementThread(String name) {
-        return name.startsWith("HiveServer2-Background-Pool") || name.startsWith("SparkConnectExecuteThread");
+    private static boolean isStatementThread(Thread thread) {
+        String name = thread.getName();
+        return name.startsWith("HiveServer2-Background-Pool") || name.startsWith("SparkConnectExecuteThread")
+               || Analyses.running(thread);
     }
 
     /** Stop `thread` and say so in the audit log; false where this Java has no Thread.stop
