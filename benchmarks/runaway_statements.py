@@ -48,6 +48,8 @@ def _cpu_s(pid: int) -> float:
 
 def run_one(lake: Lake, grace_s: int, timeout_s: int, watch_s: float, every_s: float) -> dict:
     port = free_port()
+    audit = sqlserver.audit_log(lake)
+    seen = len(audit.read_text().splitlines()) if audit.exists() else 0  # earlier runs' lines
     sqlserver.start(lake, port=port, timeout_s=300, query_timeout_s=timeout_s, runaway_grace_s=grace_s)
     try:
         pid = sqlserver.status(lake).pid
@@ -71,12 +73,12 @@ def run_one(lake: Lake, grace_s: int, timeout_s: int, watch_s: float, every_s: f
             light.append({"at_s": round(t1 - t0, 1), "ok": a["ok"], "s": round(time.monotonic() - t1, 2)})
             time.sleep(max(0.0, every_s - (time.monotonic() - t1)))
         busy = (_cpu_s(pid) - cpu0) / (time.monotonic() - w0)
-        audit = sqlserver.audit_log(lake).read_text().splitlines()
+        lines = audit.read_text().splitlines()[seen:]
         return {"grace_s": grace_s, "runaways_answered_after_s": round(runaways_s, 1),
                 "runaways_ok": [a["ok"] for a in answers.values()],
                 "light": light, "light_answered": sum(x["ok"] for x in light), "light_sent": len(light),
                 "service_cpu_per_wall_s": round(busy, 2),
-                "stopped": sum(" runaway-stopped " in ln for ln in audit)}
+                "stopped": sum(" runaway-stopped " in ln for ln in lines)}
     finally:
         sqlserver.stop(lake)
 
