@@ -25,7 +25,6 @@ import platform
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -33,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from hostile import RUNAWAYS  # noqa: E402
+from hostile import RUNAWAYS, at_once  # noqa: E402
 from kernels_bench.collectives import free_port  # noqa: E402
 from pipelines.config.lake import Lake  # noqa: E402
 from pipelines.query import server as sqlserver  # noqa: E402
@@ -53,17 +52,9 @@ def run_one(lake: Lake, grace_s: int, timeout_s: int, watch_s: float, every_s: f
     sqlserver.start(lake, port=port, timeout_s=300, query_timeout_s=timeout_s, runaway_grace_s=grace_s)
     try:
         pid = sqlserver.status(lake).pid
-        answers: dict[str, dict] = {}
-
-        def send(sql: str) -> None:
-            answers[sql] = sqlserver.query_via_jdbc([sql], port=port, timeout_s=timeout_s + 120)[0]
-
-        threads = [threading.Thread(target=send, args=(sql,)) for sql in RUNAWAYS]
         t0 = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        answers = at_once(lambda sql: sqlserver.query_via_jdbc([sql], port=port, timeout_s=timeout_s + 120)[0],
+                          RUNAWAYS, timeout_s + 180)
         runaways_s = time.monotonic() - t0
         cpu0, w0 = _cpu_s(pid), time.monotonic()
         light = []

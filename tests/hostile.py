@@ -12,7 +12,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Callable
 
 from pipelines.config.lake import Lake
 from pipelines.query.sql import REFUSAL_PREFIX, refusal_in
@@ -257,3 +259,20 @@ def assert_refused_by_spark(answer: dict, i: int, statement: str, secret: str) -
         sentence = refusal_in(answer["error"])
         assert sentence and sentence.startswith(REFUSAL_PREFIX) and "\n" not in sentence, answer["error"][:500]
     assert secret not in answer["error"]
+
+
+def at_once(send: Callable[[str], dict], statements: list[str], timeout_s: float) -> dict[str, dict]:
+    """Each statement sent with `send` (statement -> answer) on a thread of its own, all at
+    once, as several users would; the answers by statement (each thread waited on for at
+    most `timeout_s`)."""
+    answers: dict[str, dict] = {}
+
+    def one(sql: str) -> None:
+        answers[sql] = send(sql)
+
+    threads = [threading.Thread(target=one, args=(sql,)) for sql in statements]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout_s)
+    return answers

@@ -41,7 +41,7 @@ from pipelines.query.sql import REFUSAL_PREFIX, refusal_in
 
 from launchers.services_lake import REPO, ServicesLake, require_packages
 from launchers.sql_clients import ConnectSession
-from hostile import CORPUS, DQ_ROWS, RUNAWAYS, _fill, _ids, _snapshot, _subprocess, assert_refused_by_spark
+from hostile import CORPUS, DQ_ROWS, RUNAWAYS, at_once, _fill, _ids, _snapshot, _subprocess, assert_refused_by_spark
 
 MAX_ROWS = 100            # the service's row cap here, and the corpus client's own limit
 QUERY_TIMEOUT_S = 12      # the service's statement timeout here (JDBC's and Connect's)
@@ -408,7 +408,6 @@ def test_a_timed_out_connect_operation_gives_its_cores_back(connect_corpus):
     RUNAWAY_GRACE_S later, so a light statement after them is answered (without it, it
     timed out behind them: tests/test_hostile_sql.py measured it over JDBC)."""
     dep = connect_corpus["dep"]
-    answers: dict = {}
     explain = subprocess.Popen(
         [sys.executable, "-c", "import sys; from pyspark.sql import SparkSession; "
          "SparkSession.builder.remote(sys.argv[1]).getOrCreate().sql(sys.argv[2]).explain(mode='extended')",
@@ -418,13 +417,9 @@ def test_a_timed_out_connect_operation_gives_its_cores_back(connect_corpus):
 
     def run(sql):
         with dep.connect() as session:
-            answers[sql] = session.query(sql)
+            return session.query(sql)
 
-    threads = [threading.Thread(target=run, args=(sql,)) for sql in RUNAWAYS]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=QUERY_TIMEOUT_S + 120)
+    answers = at_once(run, RUNAWAYS, QUERY_TIMEOUT_S + 120)
     assert set(answers) == set(RUNAWAYS)
     for sql, answer in answers.items():
         assert not answer["ok"] and "perflake stopped this statement: it timed out" in answer["error"], (sql, answer)

@@ -28,7 +28,7 @@ from pipelines.query import server as sqlserver
 from pipelines.query import users as sqlusers
 from pipelines.query.sql import REFUSAL_PREFIX, refusal_in
 
-from hostile import CORPUS, DQ_ROWS, ENV_CANARY, RUNAWAYS, _fill, _ids, _snapshot, _subprocess, assert_refused_by_spark
+from hostile import CORPUS, DQ_ROWS, ENV_CANARY, RUNAWAYS, at_once, _fill, _ids, _snapshot, _subprocess, assert_refused_by_spark
 
 USER, PASSWORD = "analyst", "s3cret-" + secrets.token_hex(8)
 QUERY_TIMEOUT_S, MAX_ROWS, MAX_SCRATCH_MB = 20, 100, 50
@@ -261,16 +261,8 @@ def test_a_timed_out_statement_gives_its_cores_back(hostile):
     three timed out and their threads ran on: every later statement, this light one too,
     timed out behind them for minutes (measured). Now each thread is stopped
     RUNAWAY_GRACE_S after its statement was cancelled."""
-    answers: dict = {}
-
-    def run(sql):
-        answers[sql] = sqlserver.query_via_jdbc([sql], **hostile["conn"])[0]
-
-    threads = [threading.Thread(target=run, args=(sql,)) for sql in RUNAWAYS]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=QUERY_TIMEOUT_S + 120)
+    answers = at_once(lambda sql: sqlserver.query_via_jdbc([sql], **hostile["conn"])[0], RUNAWAYS,
+                      QUERY_TIMEOUT_S + 120)
     assert set(answers) == set(RUNAWAYS)
     for sql, answer in answers.items():
         assert not answer["ok"] and "timed out" in answer["error"].lower(), (sql, answer)
