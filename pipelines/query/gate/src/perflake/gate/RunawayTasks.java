@@ -2,6 +2,7 @@ package perflake.gate;
 
 import java.util.Arrays;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
@@ -12,6 +13,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.spark.SparkConf;
 import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerJobEnd;
 import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.scheduler.SparkListenerStageCompleted;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
@@ -67,6 +69,7 @@ public final class RunawayTasks extends SparkListener {
 
     private final long graceNs;
     private final Map<Integer, String> stageExecution = new ConcurrentHashMap<>(); // stage -> SQL execution
+    private final Map<Integer, List<Object>> jobStages = new ConcurrentHashMap<>(); // running job -> its stages
     private final Map<Long, Task> running = new ConcurrentHashMap<>();             // task id -> what it is
     private final Map<Long, Long> interruptedSince = new ConcurrentHashMap<>();    // statement thread -> first seen
     private final Set<Long> unstoppable = ConcurrentHashMap.newKeySet();           // said so once already
@@ -97,8 +100,20 @@ public final class RunawayTasks extends SparkListener {
     @Override
     public void onJobStart(SparkListenerJobStart start) {
         String execution = executionOf(start.properties());
-        for (Object stage : CollectionConverters.asJava(start.stageIds())) {
+        List<Object> stages = CollectionConverters.asJava(start.stageIds());
+        jobStages.put(start.jobId(), stages);
+        for (Object stage : stages) {
             stageExecution.put((Integer) stage, execution == null ? "" : execution);
+        }
+    }
+
+    /** A job's stages that never ran (skipped: their shuffle output was there already) get
+     * no completion event: forgotten with the job, as the service runs for months. */
+    @Override
+    public void onJobEnd(SparkListenerJobEnd end) {
+        List<Object> stages = jobStages.remove(end.jobId());
+        if (stages != null) {
+            stages.forEach(stageExecution::remove);
         }
     }
 
