@@ -13,12 +13,14 @@ import java.util.concurrent.ConcurrentHashMap;
  * stops it if it computes on regardless. */
 final class Analyses {
     /** A call in progress: when it began (System.nanoTime), who asked, and whether the
-     * timeout has interrupted it. */
+     * timeout has interrupted it. `interrupted` and `ended` change only under the call's
+     * lock, so the timeout's interrupt and the call's end never cross (below). */
     static final class Call {
         final long startNs = System.nanoTime();
         final String user;
         final String session;
         volatile boolean interrupted;
+        private boolean ended;
 
         Call(String user, String session) {
             this.user = user;
@@ -36,11 +38,28 @@ final class Analyses {
         return call;
     }
 
-    /** The call on this thread has ended: forget it, and clear an interrupt the timeout may
-     * have sent just as it ended (the gRPC thread serves other calls next). */
-    static void leave() {
+    /** The call on this thread has ended: forget it, and clear an interrupt the timeout sent
+     * before the end (the gRPC thread serves other calls next). Once `ended` is set, no
+     * interrupt comes (`interrupt`), so none can land on the thread's next call. */
+    static void leave(Call call) {
+        synchronized (call) {
+            call.ended = true;
+        }
         RUNNING.remove(Thread.currentThread());
         Thread.interrupted();
+    }
+
+    /** Interrupts `thread`, which runs `call`, unless the call has already ended or been
+     * interrupted; true when this sent the interrupt. */
+    static boolean interrupt(Thread thread, Call call) {
+        synchronized (call) {
+            if (call.ended || call.interrupted) {
+                return false;
+            }
+            call.interrupted = true;
+            thread.interrupt();
+            return true;
+        }
     }
 
     static boolean running(Thread thread) {

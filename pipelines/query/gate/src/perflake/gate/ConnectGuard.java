@@ -165,11 +165,12 @@ public final class ConnectGuard implements ServerInterceptor {
                 super.onHalfClose();
                 return;
             }
-            analysis.call = Analyses.enter(who[0], who[1]);  // the unary handler runs here, on this thread
+            Analyses.Call call = Analyses.enter(who[0], who[1]);  // the unary handler runs here, on this thread
+            analysis.call = call;
             try {
                 super.onHalfClose();
             } finally {
-                Analyses.leave();
+                Analyses.leave(call);
             }
         }
     }

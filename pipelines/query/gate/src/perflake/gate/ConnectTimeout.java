@@ -70,9 +70,8 @@ final class ConnectTimeout {
             }
             for (Map.Entry<Thread, Analyses.Call> analysis : Analyses.RUNNING.entrySet()) {
                 Analyses.Call call = analysis.getValue();
-                if (!call.interrupted && now - call.startNs > TimeUnit.SECONDS.toNanos(timeoutS)) {
-                    call.interrupted = true;
-                    analysis.getKey().interrupt();
+                if (now - call.startNs > TimeUnit.SECONDS.toNanos(timeoutS)
+                    && Analyses.interrupt(analysis.getKey(), call)) {
                     Audit.write("timed-out", "user", call.user, "session", call.session, "rpc", "AnalyzePlan",
                                 "reason", sentence());
                 }
