@@ -58,6 +58,7 @@ DEFAULT_PORT = 10000
 MAIN_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 QUERY_TIMEOUT_S = 300
+JDBC_BACKSTOP_S = 5  # HiveServer2's own timeout comes this much later (perflake.gate.JdbcTimeout)
 MAX_ROWS = 100_000
 MAX_SCRATCH_MB = 10_240  # shuffle and spill files one statement may write (perflake.gate.ScratchBound)
 RUNAWAY_GRACE_S = 20  # how long a cancelled statement's task may run on (perflake.gate.RunawayTasks)
@@ -91,11 +92,17 @@ def server_conf(lake: Lake, *, query_timeout_s: int = QUERY_TIMEOUT_S, max_rows:
         java_options.append(f"-D{'perflake.auth.passwd.file'}={password_file(lake)}")
     conf.update({
         "spark.driver.extraJavaOptions": " ".join(o for o in java_options if o),
-        "spark.extraListeners": f"{gate.AUDIT_LISTENER},{gate.SCRATCH_BOUND},{gate.RUNAWAY_TASKS}",
+        "spark.extraListeners": ",".join([gate.AUDIT_LISTENER, gate.JDBC_TIMEOUT, gate.SCRATCH_BOUND,
+                                          gate.RUNAWAY_TASKS]),
         "spark.perflake.gate.maxRows": str(int(max_rows)),
         "spark.perflake.gate.maxScratchBytes": f"{int(max_scratch_mb)}m",
         "spark.perflake.gate.runawayGraceSeconds": f"{int(runaway_grace_s)}s",
-        "spark.sql.thriftServer.queryTimeout": f"{int(query_timeout_s)}s",
+        # The limit on every statement: JdbcTimeout and ConnectTimeout stop a statement
+        # that outlives it, in a sentence of their own. HiveServer2's timeout, whose
+        # client reads only "Query timed out after 0 seconds", is a backstop a little
+        # later, for a JDBC statement that has no job to cancel.
+        "spark.perflake.gate.statementTimeout": f"{int(query_timeout_s)}s",
+        "spark.sql.thriftServer.queryTimeout": f"{int(query_timeout_s) + JDBC_BACKSTOP_S if query_timeout_s else 0}s",
         # Ad-hoc statements share the service's cores fairly among themselves and with
         # other pools, instead of queueing behind one heavy statement (FIFO).
         "spark.scheduler.mode": "FAIR",

@@ -6,12 +6,14 @@ sources in `src/` with javac against pyspark's own jars (nothing is downloaded).
 - `perflake.gate.PasswordFile`: HiveServer2 CUSTOM authentication against a file of
   salted PBKDF2 hashes.
 - `perflake.gate.AuditListener` (spark.extraListeners): the audit log of the JDBC server.
+- `perflake.gate.JdbcTimeout` (spark.extraListeners): stops a JDBC statement that outlives
+  the service's statement timeout (spark.perflake.gate.statementTimeout) and tells its
+  client so in one sentence.
 - `perflake.gate.ConnectGuard` (spark.connect.grpc.interceptor.classes): Spark Connect's
   gRPC interceptor in services mode; refuses artifacts, user code, cache calls and reads
   by path in the parsed request before Spark's planner builds a plan, and writes every
   ExecutePlan to the same audit log. It starts `perflake.gate.ConnectTimeout`, which
-  interrupts a Connect operation that outlives the JDBC endpoint's statement timeout
-  (spark.sql.thriftServer.queryTimeout).
+  interrupts a Connect operation that outlives the same statement timeout.
 - `perflake.gate.SqlClient`: a minimal JDBC client (tests, scripts).
 
 `make setup` builds the jar (`python -m pipelines.query.gate`); `gate_jar()` builds it
@@ -33,6 +35,7 @@ JAR = HERE / "build" / "perflake-gate.jar"
 EXTENSION = "perflake.gate.Extension"
 AUTHENTICATOR = "perflake.gate.PasswordFile"
 AUDIT_LISTENER = "perflake.gate.AuditListener"
+JDBC_TIMEOUT = "perflake.gate.JdbcTimeout"
 SCRATCH_BOUND = "perflake.gate.ScratchBound"
 RUNAWAY_TASKS = "perflake.gate.RunawayTasks"
 CONNECT_GUARD = "perflake.gate.ConnectGuard"

@@ -33,7 +33,8 @@ public final class AuditListener extends SparkListener {
         } else if (event instanceof SparkListenerThriftServerOperationError) {
             SparkListenerThriftServerOperationError e = (SparkListenerThriftServerOperationError) event;
             String msg = e.errorMsg() == null ? "" : e.errorMsg();
-            String outcome = msg.contains(Refusal.PREFIX) ? "refused" : "failed";
+            String outcome = msg.contains(Refusal.PREFIX) ? "refused"
+                             : msg.contains(StatementTimeout.PREFIX) ? "timed-out" : "failed";  // JdbcTimeout's
             Audit.write(outcome, "user", users.remove(e.id()), "id", e.id(), "reason", firstLine(msg));
         } else if (event instanceof SparkListenerThriftServerOperationFinish) {
             SparkListenerThriftServerOperationFinish e = (SparkListenerThriftServerOperationFinish) event;
@@ -48,7 +49,7 @@ public final class AuditListener extends SparkListener {
         }
     }
 
-    private static Object call(Object target, String method) {
+    static Object call(Object target, String method) {
         try {
             return target.getClass().getMethod(method).invoke(target);
         } catch (ReflectiveOperationException e) {

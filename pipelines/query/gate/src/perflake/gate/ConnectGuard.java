@@ -188,7 +188,7 @@ public final class ConnectGuard implements ServerInterceptor {
         public void close(Status status, Metadata trailers) {
             Analyses.Call c = call;
             if (!status.isOk() && c != null && c.interrupted) {
-                StatusRuntimeException e = answer(Status.Code.DEADLINE_EXCEEDED, ConnectTimeout.sentence());
+                StatusRuntimeException e = answer(Status.Code.DEADLINE_EXCEEDED, StatementTimeout.sentence());
                 super.close(e.getStatus(), e.getTrailers() == null ? new Metadata() : e.getTrailers());
                 return;
             }
@@ -214,7 +214,7 @@ public final class ConnectGuard implements ServerInterceptor {
         @Override
         public void close(Status status, Metadata trailers) {
             if (!status.isOk() && ConnectTimeout.stopped(id)) {
-                StatusRuntimeException e = answer(Status.Code.DEADLINE_EXCEEDED, ConnectTimeout.sentence());
+                StatusRuntimeException e = answer(Status.Code.DEADLINE_EXCEEDED, StatementTimeout.sentence());
                 super.close(e.getStatus(), e.getTrailers() == null ? new Metadata() : e.getTrailers());
                 return;
             }
