@@ -3,8 +3,6 @@ package perflake.gate;
 import java.util.Iterator;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.spark.sql.connect.service.ExecuteHolder;
@@ -22,21 +20,16 @@ final class ConnectTimeout {
     private static final long FORGET_NS = TimeUnit.MINUTES.toNanos(30);
     /** Operation id -> when it was interrupted (System.nanoTime), forgotten after FORGET_NS. */
     private static final Map<String, Long> STOPPED = new ConcurrentHashMap<>();
-    private static ScheduledExecutorService watchdog;
+    private static boolean started;
 
     private ConnectTimeout() {}
 
     /** Start the watchdog once per JVM (the guard is created when Connect's server starts). */
     static synchronized void start() {
-        if (watchdog != null) {
-            return;
+        if (!started) {
+            started = true;
+            Watchdog.everySecond("perflake-connect-timeout", ConnectTimeout::tick);
         }
-        watchdog = Executors.newSingleThreadScheduledExecutor(r -> {
-            Thread t = new Thread(r, "perflake-connect-timeout");
-            t.setDaemon(true);
-            return t;
-        });
-        watchdog.scheduleWithFixedDelay(ConnectTimeout::tick, 1, 1, TimeUnit.SECONDS);
     }
 
     /** Whether the watchdog stopped operation `id`. */

@@ -2,8 +2,6 @@ package perflake.gate;
 
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.spark.SparkConf;
@@ -37,12 +35,7 @@ public final class JdbcTimeout extends SparkListener {
         if (timeoutMs <= 0) {
             return;
         }
-        ScheduledExecutorService watchdog = Executors.newSingleThreadScheduledExecutor(r -> {
-            Thread t = new Thread(r, "perflake-jdbc-timeout");
-            t.setDaemon(true);
-            return t;
-        });
-        watchdog.scheduleWithFixedDelay(this::tick, 1, 1, TimeUnit.SECONDS);
+        Watchdog.everySecond("perflake-jdbc-timeout", this::tick);
     }
 
     @Override

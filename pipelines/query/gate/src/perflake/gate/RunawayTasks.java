@@ -7,8 +7,6 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.spark.SparkConf;
@@ -89,12 +87,7 @@ public final class RunawayTasks extends SparkListener {
 
     public RunawayTasks(SparkConf conf) {
         this.graceNs = TimeUnit.SECONDS.toNanos(conf.getTimeAsSeconds(GRACE, DEFAULT_GRACE));
-        ScheduledExecutorService watchdog = Executors.newSingleThreadScheduledExecutor(r -> {
-            Thread t = new Thread(r, "perflake-runaway-tasks");
-            t.setDaemon(true);
-            return t;
-        });
-        watchdog.scheduleWithFixedDelay(this::tick, 1, 1, TimeUnit.SECONDS);
+        Watchdog.everySecond("perflake-runaway-tasks", this::tick);
     }
 
     @Override
