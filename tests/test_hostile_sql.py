@@ -308,3 +308,24 @@ def test_a_query_that_exhausts_memory_fails_alone(hostile):
     assert not answers[0]["ok"]
     assert answers[1]["ok"] and answers[1]["rows"] == [["1"]]
     assert sqlserver.status(hostile["lake"]).running
+
+
+def test_a_statement_that_fills_the_heap_is_stopped_before_the_service_runs_out(hostile):
+    """Spark does not count what collect_list keeps: unguarded, this filled the service's
+    1 GB heap, and the OutOfMemoryErrors landed on other threads (its client's connection,
+    Spark's context cleaner and heartbeats, once the listener bus, which stopped the
+    SparkContext). perflake.gate.MemoryGuard stops it at 80 % and its task with it (the task
+    itself may still run out of memory, which fails only that task)."""
+    log = sqlserver.status(hostile["lake"]).log
+    offset = log.stat().st_size
+    fills = "SELECT size(collect_list(repeat('x', 50000))) FROM range(0, 10000000, 1, 1)"
+    answers = sqlserver.query_via_jdbc([fills, "SELECT count(*) FROM perf.dq_results"], **hostile["conn"])
+    assert not answers[0]["ok"]
+    assert "perflake stopped this statement: the SQL service's memory was" in answers[0]["error"], answers[0]
+    assert answers[1]["ok"] and answers[1]["rows"] == [["3"]], answers[1]
+    assert " out-of-memory " in sqlserver.audit_log(hostile["lake"]).read_text()
+    with log.open("rb") as f:  # the statement's own task may run out; no other thread may
+        f.seek(offset)
+        since = f.read()
+    for death in (b"Exception in thread", b"Uncaught exception in thread", b"UncaughtExceptionHandler"):
+        assert death not in since, since[since.find(death) - 200:][:1000]

@@ -93,7 +93,7 @@ def server_conf(lake: Lake, *, query_timeout_s: int = QUERY_TIMEOUT_S, max_rows:
     conf.update({
         "spark.driver.extraJavaOptions": " ".join(o for o in java_options if o),
         "spark.extraListeners": ",".join([gate.AUDIT_LISTENER, gate.JDBC_TIMEOUT, gate.SCRATCH_BOUND,
-                                          gate.RUNAWAY_TASKS]),
+                                          gate.RUNAWAY_TASKS, gate.MEMORY_GUARD]),
         "spark.perflake.gate.maxRows": str(int(max_rows)),
         "spark.perflake.gate.maxScratchBytes": f"{int(max_scratch_mb)}m",
         "spark.perflake.gate.runawayGraceSeconds": f"{int(runaway_grace_s)}s",

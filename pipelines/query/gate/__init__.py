@@ -9,6 +9,8 @@ sources in `src/` with javac against pyspark's own jars (nothing is downloaded).
 - `perflake.gate.JdbcTimeout` (spark.extraListeners): stops a JDBC statement that outlives
   the service's statement timeout (spark.perflake.gate.statementTimeout) and tells its
   client so in one sentence.
+- `perflake.gate.MemoryGuard` (spark.extraListeners): stops the running statements when
+  the service's heap stays nearly full after a garbage collection.
 - `perflake.gate.ConnectGuard` (spark.connect.grpc.interceptor.classes): Spark Connect's
   gRPC interceptor in services mode; refuses artifacts, user code, cache calls and reads
   by path in the parsed request before Spark's planner builds a plan, and writes every
@@ -36,6 +38,7 @@ EXTENSION = "perflake.gate.Extension"
 AUTHENTICATOR = "perflake.gate.PasswordFile"
 AUDIT_LISTENER = "perflake.gate.AuditListener"
 JDBC_TIMEOUT = "perflake.gate.JdbcTimeout"
+MEMORY_GUARD = "perflake.gate.MemoryGuard"
 SCRATCH_BOUND = "perflake.gate.ScratchBound"
 RUNAWAY_TASKS = "perflake.gate.RunawayTasks"
 CONNECT_GUARD = "perflake.gate.ConnectGuard"

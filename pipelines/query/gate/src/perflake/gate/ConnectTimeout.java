@@ -38,34 +38,30 @@ final class ConnectTimeout {
     }
 
     private static void tick() {
-        try {
-            long timeoutS = StatementTimeout.seconds();
-            long now = System.nanoTime();
-            STOPPED.values().removeIf(at -> now - at > FORGET_NS);
-            if (timeoutS <= 0) {
-                return;
+        long timeoutS = StatementTimeout.seconds();
+        long now = System.nanoTime();
+        STOPPED.values().removeIf(at -> now - at > FORGET_NS);
+        if (timeoutS <= 0) {
+            return;
+        }
+        for (Map.Entry<Thread, Analyses.Call> analysis : Analyses.RUNNING.entrySet()) {
+            Analyses.Call call = analysis.getValue();
+            if (now - call.startNs > TimeUnit.SECONDS.toNanos(timeoutS)
+                && Analyses.interrupt(analysis.getKey(), call)) {
+                Audit.write("timed-out", "user", call.user, "session", call.session, "rpc", "AnalyzePlan",
+                            "reason", StatementTimeout.sentence());
             }
-            for (Map.Entry<Thread, Analyses.Call> analysis : Analyses.RUNNING.entrySet()) {
-                Analyses.Call call = analysis.getValue();
-                if (now - call.startNs > TimeUnit.SECONDS.toNanos(timeoutS)
-                    && Analyses.interrupt(analysis.getKey(), call)) {
-                    Audit.write("timed-out", "user", call.user, "session", call.session, "rpc", "AnalyzePlan",
-                                "reason", StatementTimeout.sentence());
-                }
+        }
+        Iterator<ExecuteHolder> running = scala.jdk.javaapi.CollectionConverters.asJava(
+            SparkConnectService$.MODULE$.executionManager().listExecuteHolders()).iterator();
+        while (running.hasNext()) {
+            ExecuteHolder op = running.next();
+            if (now - op.creationTimeNs() > TimeUnit.SECONDS.toNanos(timeoutS) && op.isExecuteThreadRunnerAlive()
+                && STOPPED.putIfAbsent(op.operationId(), now) == null) {
+                op.interrupt();
+                Audit.write("timed-out", "user", op.key().userId(), "session", op.key().sessionId(), "id",
+                            op.operationId(), "reason", StatementTimeout.sentence());
             }
-            Iterator<ExecuteHolder> running = scala.jdk.javaapi.CollectionConverters.asJava(
-                SparkConnectService$.MODULE$.executionManager().listExecuteHolders()).iterator();
-            while (running.hasNext()) {
-                ExecuteHolder op = running.next();
-                if (now - op.creationTimeNs() > TimeUnit.SECONDS.toNanos(timeoutS) && op.isExecuteThreadRunnerAlive()
-                    && STOPPED.putIfAbsent(op.operationId(), now) == null) {
-                    op.interrupt();
-                    Audit.write("timed-out", "user", op.key().userId(), "session", op.key().sessionId(), "id",
-                                op.operationId(), "reason", StatementTimeout.sentence());
-                }
-            }
-        } catch (RuntimeException | LinkageError e) {  // the watchdog must outlive one bad look
-            System.err.println("perflake connect timeout: " + e);
         }
     }
 }

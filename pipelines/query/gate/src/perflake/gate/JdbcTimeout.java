@@ -58,16 +58,13 @@ public final class JdbcTimeout extends SparkListener {
     }
 
     private void tick() {
-        try {
-            long now = System.currentTimeMillis();
-            for (Map.Entry<String, Long> statement : running.entrySet()) {
-                if (now - statement.getValue() > timeoutMs && running.remove(statement.getKey()) != null) {
-                    SparkContext.getOrCreate().cancelJobGroupAndFutureJobs(statement.getKey(),
-                                                                           StatementTimeout.sentence());
-                }
+        long now = System.currentTimeMillis();
+        for (Map.Entry<String, Long> statement : running.entrySet()) {
+            if (now - statement.getValue() > timeoutMs) {
+                SparkContext.getOrCreate().cancelJobGroupAndFutureJobs(statement.getKey(),
+                                                                       StatementTimeout.sentence());
+                running.remove(statement.getKey());  // once: later jobs of the group are cancelled as they start
             }
-        } catch (RuntimeException | LinkageError e) {  // the watchdog must outlive one bad look
-            System.err.println("perflake jdbc timeout: " + e);
         }
     }
 }

@@ -1,6 +1,7 @@
 package perflake.gate;
 
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -66,6 +67,13 @@ public final class RunawayTasks extends SparkListener {
     };
 
     private final long graceNs;
+    /** When each thread was last stopped (System.nanoTime): never again within AGAIN_NS.
+     * Measured: a task thread stopped twice within a second (by MemoryGuard, then by the
+     * watchdog) left the service's task slots stuck, and every later statement timed out. */
+    private static final Map<Thread, Long> LAST_STOP = new ConcurrentHashMap<>();
+    private static final long AGAIN_NS = TimeUnit.SECONDS.toNanos(10);
+    /** Until when (System.nanoTime) the grace is none: MemoryGuard's `hurry`. */
+    private static volatile long hurryUntilNs = System.nanoTime();
     private final Map<Integer, String> stageExecution = new ConcurrentHashMap<>(); // stage -> SQL execution
     private final Map<Integer, List<Object>> jobStages = new ConcurrentHashMap<>(); // running job -> its stages
     private final Map<Long, Task> running = new ConcurrentHashMap<>();             // task id -> what it is
@@ -136,24 +144,28 @@ public final class RunawayTasks extends SparkListener {
         }
     }
 
+    /** The heap is nearly full (MemoryGuard): for the next `seconds`, a cancelled statement's
+     * threads get no grace, since a task that fills the heap and ignores its cancel would
+     * run the service out of memory long before the grace ends (measured). */
+    static void hurry(long seconds) {
+        hurryUntilNs = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+    }
+
     private void tick() {
-        try {
-            long now = System.nanoTime();
-            Map<Thread, StackTraceElement[]> threads = null;
-            for (Map.Entry<Long, Task> entry : running.entrySet()) {
-                Task task = entry.getValue();
-                if (task.abandonedAt == 0 || now - task.abandonedAt < graceNs) {
-                    continue;
-                }
-                if (threads == null) {
-                    threads = Thread.getAllStackTraces();
-                }
-                stopTask(entry.getKey(), task, threads, now);
+        long now = System.nanoTime();
+        long graceNs = now - hurryUntilNs < 0 ? 0 : this.graceNs;
+        Map<Thread, StackTraceElement[]> threads = null;
+        for (Map.Entry<Long, Task> entry : running.entrySet()) {
+            Task task = entry.getValue();
+            if (task.abandonedAt == 0 || now - task.abandonedAt < graceNs) {
+                continue;
             }
-            stopStatementThreads(now);
-        } catch (Throwable e) {  // the watchdog must outlive one bad look (a throw would end its schedule)
-            System.err.println("perflake runaway tasks: " + e);
+            if (threads == null) {
+                threads = Thread.getAllStackTraces();
+            }
+            stopTask(entry.getKey(), task, threads, now);
         }
+        stopStatementThreads(now, graceNs);
     }
 
     private void stopTask(long taskId, Task task, Map<Thread, StackTraceElement[]> threads, long now) {
@@ -179,7 +191,7 @@ public final class RunawayTasks extends SparkListener {
      * (measured: `SELECT levenshtein(repeat('gemm', 300000), repeat('gemmx', 300000))` kept
      * a HiveServer2 thread at a full core after its timeout), with no task to cancel.
      * Stopped once it has been seen interrupted, runnable and computing for GRACE. */
-    private void stopStatementThreads(long now) {
+    private void stopStatementThreads(long now, long graceNs) {
         ThreadGroup root = Thread.currentThread().getThreadGroup();
         while (root.getParent() != null) {
             root = root.getParent();
@@ -220,10 +232,43 @@ public final class RunawayTasks extends SparkListener {
                || Analyses.running(thread);
     }
 
+    /** The service's task threads now, with their names (Spark names a task's thread after
+     * the task, and renames it for the next). */
+    static Map<Thread, String> taskThreads() {
+        Map<Thread, String> tasks = new HashMap<>();
+        for (Thread thread : Thread.getAllStackTraces().keySet()) {
+            if (thread.getName().startsWith("Executor task launch worker")) {
+                tasks.put(thread, thread.getName());
+            }
+        }
+        return tasks;
+    }
+
+    /** Stop each of `tasks` (taskThreads) still running the same task and computing, with
+     * no grace: MemoryGuard's last resort when the heap stays full after its cancels. */
+    static void stopTaskThreads(Map<Thread, String> tasks, String reason) {
+        for (Map.Entry<Thread, String> task : tasks.entrySet()) {
+            Thread thread = task.getKey();
+            StackTraceElement[] stack = thread.getStackTrace();
+            if (thread.getName().equals(task.getValue()) && thread.getState() == Thread.State.RUNNABLE
+                && !holdsState(stack)) {
+                stop(thread, stack, true, "thread", task.getValue(), "reason", reason);
+            }
+        }
+    }
+
     /** Stop `thread` and say so in the audit log; false where this Java has no Thread.stop
      * (said once, where `report`). */
     @SuppressWarnings({"deprecation", "removal"})
-    private static boolean stop(Thread thread, StackTraceElement[] stack, boolean report, String... fields) {
+    private static synchronized boolean stop(Thread thread, StackTraceElement[] stack, boolean report,
+                                             String... fields) {
+        long now = System.nanoTime();
+        Long last = LAST_STOP.get(thread);
+        if (last != null && now - last < AGAIN_NS) {
+            return true;  // stopped already: a second ThreadDeath could land in Spark's cleanup of the first
+        }
+        LAST_STOP.values().removeIf(at -> now - at > AGAIN_NS);
+        LAST_STOP.put(thread, now);
         try {
             thread.stop();
         } catch (UnsupportedOperationException e) {
