@@ -214,6 +214,20 @@ def test_the_audit_log_names_the_user_of_every_statement_and_no_secret(hostile):
     assert oct(sqlserver.password_file(lake).stat().st_mode & 0o777) == "0o600"
 
 
+def test_the_service_listens_on_loopback_only(hostile):
+    """The JDBC port, and Spark's own driver ports (RPC, block manager: no authentication)
+    that Spark binds to the host's network address unless told otherwise (found by a
+    newcomer walking the docs)."""
+    import psutil
+
+    jvm = psutil.Process(hostile["server"].pid)
+    listening = {(c.laddr.ip, c.laddr.port) for p in [jvm, *jvm.children(recursive=True)]
+                 for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
+    assert hostile["conn"]["port"] in {port for _, port in listening}
+    assert len(listening) >= 3, listening
+    assert all(ip in ("127.0.0.1", "::ffff:127.0.0.1", "::1") for ip, _ in listening), listening
+
+
 def test_no_secret_on_the_servers_command_line(hostile):
     from pipelines.config import processes
 

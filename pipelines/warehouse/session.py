@@ -31,9 +31,16 @@ def spark_conf(lake: Lake, role: str = WRITER_ROLE) -> dict[str, str]:
     else:
         metastore = {**services.metastore_conf(role),
                      "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2}"}
+    # In local mode (no cluster master) the driver's own ports (its RPC endpoint and block
+    # manager, unauthenticated) are for this machine only: left alone, Spark binds them to
+    # the host's address, reachable from the network (seen by a newcomer walking the docs).
+    # Under spark-submit (a job submitted to a cluster) its --master and --conf decide.
+    local_mode = not os.environ.get("PERFLAKE_SPARK_MASTER") and "PYSPARK_GATEWAY_PORT" not in os.environ
+    local = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"} if local_mode else {}
     return {
         "spark.sql.warehouse.dir": str(lake.warehouse),
         **metastore,
+        **local,
         # perflake publishes partitions as snapshots (catalog.write_partitions); an
         # INSERT OVERWRITE outside it replaces only the partitions it writes.
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
