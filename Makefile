@@ -95,7 +95,7 @@ airflow: setup
 	  AIRFLOW__CORE__LOAD_EXAMPLES=False AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=sqlite:///$(PERFLAKE_HOME)/airflow/airflow.db \
 	  AIRFLOW__API__HOST=127.0.0.1 AIRFLOW__API__PORT=$(or $(PORT),8080) \
 	  AIRFLOW__CORE__EXECUTION_API_SERVER_URL=http://127.0.0.1:$(or $(PORT),8080)/execution/ \
-	  $(PY) -c 'import sys; from pipelines.config.processes import run_foreground; sys.exit(run_foreground(sys.argv[1:]))' \
+	  $(PY) -c 'import sys; from pipelines.config.processes import run_foreground; from pipelines.orchestration.airflow_env import private_passwords; private_passwords(); sys.exit(run_foreground(sys.argv[1:]))' \
 	  $(VENV)/bin/airflow standalone
 
 # The dashboard on http://127.0.0.1:$(PORT)/ (default 8080; loopback only, docs/web.md).

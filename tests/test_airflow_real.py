@@ -10,11 +10,16 @@ it here as well cost a sweep and a second mine (about 3 of this test's 6 minutes
 from __future__ import annotations
 
 import datetime
+import json
+import time
+import urllib.request
+from pathlib import Path
 
 from kernels_bench.suite import load_suite
 from launchers.airflow_local import LocalAirflow
 from pipelines.config.processes import group_members
 from pipelines.config.lake import Lake
+from pipelines.orchestration.airflow_env import PASSWORDS
 from pipelines.warehouse.frames import Frames
 from sim_history import land_night
 
@@ -29,6 +34,23 @@ def test_backfill_create_mines_a_landed_night_under_the_standalone_scheduler(tmp
     af = LocalAirflow(lake)
     try:
         af.start()
+        # The UI's password: private to its owner (Airflow wrote it readable by every local
+        # user), and it logs in.
+        passwords = Path(af.env["AIRFLOW_HOME"]) / PASSWORDS
+        assert passwords.stat().st_mode & 0o777 == 0o600
+        login = urllib.request.Request(f"http://127.0.0.1:{af.port}/auth/token", method="POST",
+                                       data=json.dumps({"username": "admin",
+                                                        "password": json.loads(passwords.read_text())["admin"]}).encode(),
+                                       headers={"Content-Type": "application/json"})
+        for attempt in range(30):  # the API server may still be starting
+            try:
+                with urllib.request.urlopen(login, timeout=30) as answer:
+                    assert json.loads(answer.read())["access_token"]
+                break
+            except OSError:
+                if attempt == 29:
+                    raise
+                time.sleep(2)
         backfill_run = af.backfill("mine", day)
         assert af.wait("mine", backfill_run) == "success", open(af.log).read()[-3000:]
     finally:

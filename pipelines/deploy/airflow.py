@@ -17,7 +17,7 @@ from pipelines.config.lake import Lake
 from pipelines.config.services import HOST, Services
 from pipelines.config.services import ServiceError
 from pipelines.deploy.postgres import tail
-from pipelines.orchestration.airflow_env import airflow_env, airflow_secrets
+from pipelines.orchestration.airflow_env import airflow_env, airflow_secrets, private_passwords
 
 COMPONENTS = ("scheduler", "dag-processor", "triggerer", "api-server")
 
@@ -62,7 +62,7 @@ def pid_file(services: Services, component: str) -> Path:
 def migrate(lake: Lake) -> None:
     """`airflow db migrate` on the services' database, then the pools from the registry."""
     env = environment(lake)
-    home(lake).mkdir(parents=True, exist_ok=True)
+    private_passwords(home(lake))
     for what, cmd in (("airflow db migrate", [str(venv_bin() / "airflow"), "db", "migrate"]),
                       ("the Airflow pools", [sys.executable, "-c",
                                              "from pipelines.orchestration.airflow_env import sync_pools; sync_pools()"])):

@@ -44,7 +44,7 @@ def airflow_env(lake: Lake) -> dict[str, str]:
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://{HOST}:{services.airflow_port}/execution/",
         # The task and trigger log servers: the two ports after the API server's.
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(services.airflow_port + 1),
-        "AIRFLOW__TRIGGERER__TRIGGERER_LOG_SERVER_PORT": str(services.airflow_port + 2),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(services.airflow_port + 2),
     })
     return env
 
@@ -57,6 +57,29 @@ def airflow_secrets(lake: Lake) -> dict[str, str]:
     return {
         "airflow-sql-alchemy-conn": services.sqlalchemy_url(AIRFLOW_DB, AIRFLOW_ROLE),
     }
+
+
+PASSWORDS = "simple_auth_manager_passwords.json.generated"
+
+
+def private_passwords(home: Path | None = None) -> Path:
+    """The UI's password file (Airflow's simple auth manager, user `admin`) in `home`
+    (default $AIRFLOW_HOME), written here, readable by its owner only, before Airflow
+    starts: Airflow would create it with the default umask (readable by every local
+    user, found by a newcomer walking the docs) and print the password in its log.
+    One left by an earlier Airflow is made private."""
+    import json
+    import secrets
+
+    from pipelines.config.accounts import write_private
+
+    path = Path(home or os.environ["AIRFLOW_HOME"]) / PASSWORDS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        path.chmod(0o600)
+    else:
+        write_private(path, json.dumps({"admin": secrets.token_urlsafe(16)}) + "\n")
+    return path
 
 
 def prepare_airflow(lake: Lake) -> None:
@@ -77,6 +100,7 @@ def prepare_airflow(lake: Lake) -> None:
         os.environ.setdefault(k, v)
     home = Path(os.environ["AIRFLOW_HOME"])
     home.mkdir(parents=True, exist_ok=True)
+    private_passwords(home)
     marker = home / ".migrated"
     if not marker.exists():
         airflow = Path(sys.executable).parent / "airflow"

@@ -32,7 +32,7 @@ def local_env(lake: Lake, port: int, scheduled_runs: bool = False) -> dict[str, 
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
         "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": str(scheduled_runs),
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
-        "AIRFLOW__TRIGGERER__TRIGGERER_LOG_SERVER_PORT": str(free_port()),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
     })
     return env
 
