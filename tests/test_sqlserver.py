@@ -6,8 +6,11 @@ It runs on a lake of its own: the embedded Derby metastore admits one process, a
 test session's Spark already holds the shared test lake's."""
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
+import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -57,6 +60,12 @@ def test_the_server_answers_sql_over_jdbc_refuses_ddl_and_stops_cleanly(server_l
         sqlserver.query_via_beeline("CREATE DATABASE IF NOT EXISTS perf", port=port)
     with pytest.raises(RuntimeError, match="this statement: reading .* by path"):
         sqlserver.query_via_beeline(f"SELECT * FROM parquet.`{location}`", port=port)
+
+    # The embedded engine cannot open the lake the server holds: one sentence, not a traceback.
+    cli = subprocess.run([str(Path(sys.executable).parent / "perflake"), "sql", "SELECT 1"], capture_output=True, text=True,
+                         env={**os.environ, "PERFLAKE_HOME": str(server_lake.root)}, timeout=120)
+    assert cli.returncode == 2 and "Traceback" not in cli.stderr, cli.stderr
+    assert "the SQL server (pid" in cli.stderr and "use --engine duckdb" in cli.stderr, cli.stderr
 
     assert sqlserver.stop(server_lake) is True
     assert not _listening(port)

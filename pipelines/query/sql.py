@@ -267,10 +267,11 @@ def _plain(v):
 
 def _refuse_if_server_holds_metastore(lake: Lake) -> None:
     from pipelines.query import server as sqlserver
+    from pipelines.warehouse.preflight import SparkUnavailable
 
     st = sqlserver.status(lake)
     if st.running:
-        raise RuntimeError(f"the SQL server (pid {st.pid}, {st.host}:{st.port}) holds this lake's embedded Derby "
+        raise SparkUnavailable(f"the SQL server (pid {st.pid}, {st.host}:{st.port}) holds this lake's embedded Derby "
                            f"metastore, which admits one process; query it over JDBC "
                            f"(jdbc:hive2://{st.host}:{st.port}), use --engine duckdb, "
                            f"or stop it with `perflake sql-server stop`")
