@@ -138,6 +138,12 @@ def test_perflake_sql_presents_the_token_and_without_it_says_so_in_one_line(conn
     dep = connect_corpus["dep"]
     ok = dep.perflake("sql", "SELECT count(*) AS n FROM perf.dq_results", "--format", "csv", timeout=180)
     assert ok.stdout.split() == ["n", str(len(DQ_ROWS))]
+    # A mistake in the query: one line (pyspark logged a JSON line of kB before it, found
+    # walking the docs).
+    typo = dep.perflake("sql", "SELECT * FROM perf.dq_result", timeout=180, check=False)
+    err = typo.stderr.strip()
+    assert typo.returncode == 2 and err.startswith("perflake sql: ") and "\n" not in err, err[-1500:]
+    assert "TABLE_OR_VIEW_NOT_FOUND" in err, err
     env = {k: v for k, v in dep.env.items() if k != CONNECT_TOKEN_ENV}
     for extra, why in (({}, "may not read"), ({CONNECT_TOKEN_ENV: "wrong-" + secrets.token_urlsafe(16)}, "refused")):
         proc = subprocess.run([sys.executable, "-c", _WITHOUT_THE_TOKEN_FILE, "sql", LEGIT], env={**env, **extra},

@@ -153,6 +153,13 @@ def reader_session(lake: Lake):
     # columns; without it F.col asserted a local SparkContext (`perflake regressions`,
     # `perflake triage list` after `make up`).
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    # pyspark logs every failed statement's error, as a JSON line of several kB with the
+    # service's stack, before the exception reaches perflake, which says it in one line
+    # (with the traceback under -v).
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = True
     return RemoteSparkSession.builder.channelBuilder(channel).getOrCreate()
 
 
