@@ -4,15 +4,21 @@
   python -m kernels_bench list --suite gemm-demo     # one suite's cases
   python -m kernels_bench run --suite gemm-demo --device cpu --shard 0/2 --out /tmp/shard0
   python -m kernels_bench run --suite llm-gemm --device sim:H100-SXM5-80GB --out /tmp/sim
+
+A mistake in what was asked (an unknown suite, GPU SKU or device, a malformed option)
+is one line on stderr and exit status 2; -v adds its traceback.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import json
+import os
 import sys
 import uuid
 
+from kernels_bench.device import DEFAULT_CPU_THREADS
+from kernels_bench.errors import UsageError
 from kernels_bench.runner import STOPPED_EXIT, ShardSpec, ShardStopped, run_shard
 from kernels_bench.stopping import StoppingRule
 from kernels_bench.suite import SUITES_DIR, SuiteError, load_suite
@@ -26,6 +32,24 @@ def _shard(text: str) -> tuple[int, int]:
     if not 0 <= i < n:
         raise argparse.ArgumentTypeError(f"--shard {text}: need 0 <= I < N")
     return i, n
+
+
+def _threads(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--cpu-threads takes a whole number >= 1, got {text!r}")
+    return n
+
+
+def _json_option(name: str, text: str, build):
+    """`build(json.loads(text))`, or a UsageError naming the option."""
+    try:
+        return build(json.loads(text))
+    except (ValueError, TypeError) as e:  # JSONDecodeError is a ValueError
+        raise UsageError(f"{name}: {e}") from e
 
 
 def list_suites(kernel: str | None = None, out=None) -> int:
@@ -51,15 +75,39 @@ def list_suites(kernel: str | None = None, out=None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a command. A UsageError (kernels_bench/errors.py: a mistake in what was asked)
+    prints one line, `error: ...`, and returns 2; -v prints its traceback first. Any
+    other exception is a bug and keeps its traceback."""
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except UsageError as e:
+        if args.verbose:
+            import traceback
+
+            traceback.print_exc()
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                         help="print the traceback of an error")
     ap = argparse.ArgumentParser(prog="python -m kernels_bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-v", "--verbose", action="store_true", help="print the traceback of an error")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    ls = sub.add_parser("list", help="list the suites and their case counts, or one suite's cases")
+    ls = sub.add_parser("list", parents=[verbose], help="list the suites and their case counts, or one suite's cases")
     ls.add_argument("--suite", help="list this suite's cases (default: every suite, one line each)")
     ls.add_argument("--kernel", help="glob over kernel names")
-    run = sub.add_parser("run", help="measure one shard and write landing Parquet")
+    run = sub.add_parser("run", parents=[verbose], help="measure one shard and write landing Parquet")
     run.add_argument("--suite", required=True)
     run.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or sim:SKU")
+    run.add_argument("--cpu-threads", type=_threads, default=DEFAULT_CPU_THREADS, metavar="N",
+                     help="--device cpu: torch's intra-op threads in the measuring processes (default "
+                          f"{DEFAULT_CPU_THREADS}; torch's own default, one per core, measures the OS scheduler on "
+                          "a shared machine); recorded in the run's env as OMP_NUM_THREADS and MKL_NUM_THREADS")
     run.add_argument("--shard", type=_shard, default=(0, 1), help="I/N")
     run.add_argument("--record-shard", type=int, default=None,
                      help="shard number written in the rows (unique within a multi-suite run; default I)")
@@ -77,15 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--inject", default=None,
                      help='sim only: JSON list of {"match": {...}, "since": "YYYY-MM-DD", "factor": 1.05, '
                           '"jitter": 0.0, "reasons": ["nightly"]} (jitter and reasons optional)')
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.cmd == "list" and not args.suite:
         return list_suites(args.kernel)
-    try:
-        case_ids = args.cases.split(",") if getattr(args, "cases", None) else None
-        suite = load_suite(args.suite).filter(args.kernel, case_ids)
-    except SuiteError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    case_ids = args.cases.split(",") if getattr(args, "cases", None) else None
+    suite = load_suite(args.suite).filter(args.kernel, case_ids)  # SuiteError: a UsageError
     if args.cmd == "list":
         for pc in suite.cases:
             print(pc.case.case_id, pc.case.label, f"SKIP: {pc.skip_reason}" if pc.skip_reason else "")
@@ -93,15 +140,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rule = suite.stopping
     if args.stopping:
-        rule = StoppingRule.from_dict({**rule.__dict__, **json.loads(args.stopping)})
+        rule = _json_option("--stopping", args.stopping,
+                            lambda d: StoppingRule.from_dict({**rule.__dict__, **d}))
     injections = ()
     if args.inject:
         from kernels_bench.sim import Injection  # numpy: the simulated device only
 
-        injections = tuple(Injection(**d) for d in json.loads(args.inject))
+        injections = _json_option("--inject", args.inject, lambda ds: tuple(Injection(**d) for d in ds))
     spec = ShardSpec(run_id=args.run_id or uuid.uuid4().hex[:12], shard=args.shard[0], num_shards=args.shard[1],
                      pool=args.pool, device=args.device, attempt=args.attempt, reason=args.reason,
                      dag_run_id=args.dag_run_id, seed=args.seed, record_shard=args.record_shard,
+                     cpu_threads=args.cpu_threads,
                      dt=args.date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"))
     try:
         paths = run_shard(suite, spec, args.out, rule=rule, injections=injections,
@@ -115,5 +164,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _entry() -> int:
+    """`python -m kernels_bench`: main(), and quiet when the reader of stdout goes away
+    (`list | head`), as Unix tools are: no BrokenPipeError traceback, exit 141
+    (128 + SIGPIPE, what a shell reports for a tool that SIGPIPE ended)."""
+    try:
+        status = main()
+        sys.stdout.flush()  # here, not at exit, where a broken pipe could only be printed
+        return status
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at devnull so that is quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_entry())

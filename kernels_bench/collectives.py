@@ -32,14 +32,15 @@ STARTUP_GRACE_S = 60.0
 
 
 def run_collective(case: Case, world_size: int, rule: StoppingRule, device: str = "cpu",
-                   grace_s: float = STARTUP_GRACE_S) -> CaseOutcome:
+                   grace_s: float = STARTUP_GRACE_S, cpu_threads: int | None = None) -> CaseOutcome:
     """Measure one collective case with `world_size` local ranks. Never raises for the
-    case's own failure: a skip, an error, a dead rank or a hang is the outcome's status."""
-    return run_collectives([case], world_size, rule, device, grace_s)[0]
+    case's own failure: a skip, an error, a dead rank or a hang is the outcome's status.
+    `cpu_threads`: each gloo (CPU) rank's torch thread count (None: torch's default)."""
+    return run_collectives([case], world_size, rule, device, grace_s, cpu_threads)[0]
 
 
 def run_collectives(cases: list[Case], world_size: int, rule: StoppingRule, device: str = "cpu",
-                    grace_s: float = STARTUP_GRACE_S) -> list[CaseOutcome]:
+                    grace_s: float = STARTUP_GRACE_S, cpu_threads: int | None = None) -> list[CaseOutcome]:
     """Measure several collective cases in one process group (one start-up for all);
     one outcome per case, in order. All cases share one backend and `world_size`."""
     if not cases:
@@ -58,7 +59,8 @@ def run_collectives(cases: list[Case], world_size: int, rule: StoppingRule, devi
     results_q = ctx.Queue()
     port = free_port()
     procs = [ctx.Process(target=_rank_main, daemon=True,
-                         args=(rank, world_size, port, backend, [c.to_dict() for c in cases], rule, results_q))
+                         args=(rank, world_size, port, backend, [c.to_dict() for c in cases], rule, results_q,
+                               cpu_threads))
              for rank in range(world_size)]
     for p in procs:
         p.start()
@@ -124,7 +126,11 @@ def free_port() -> int:
 
 
 def _rank_main(rank: int, world_size: int, port: int, backend: str, case_dicts: list[dict],
-               rule: StoppingRule, results_q) -> None:
+               rule: StoppingRule, results_q, cpu_threads: int | None = None) -> None:
+    if backend == "gloo" and cpu_threads is not None:  # before torch is imported
+        from kernels_bench.device import pin_cpu_threads
+
+        pin_cpu_threads(cpu_threads)
     import torch
     import torch.distributed as dist
 

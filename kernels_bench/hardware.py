@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from kernels_bench.errors import UsageError
 from kernels_bench.yaml_file import load_yaml
 
 CATALOG_PATH = Path(__file__).parent / "hardware.yaml"
@@ -70,8 +71,16 @@ def _float(v) -> float | None:
     return None if v is None else float(v)
 
 
+class UnknownSku(UsageError, KeyError):
+    """A SKU the catalog lacks: a KeyError to the code that looks SKUs up, and a
+    UsageError (one line, exit 2) to the harness's command line."""
+
+    def __str__(self) -> str:  # the message itself, not KeyError's repr of it
+        return str(self.args[0]) if self.args else "unknown GPU SKU"
+
+
 def hardware(sku: str) -> Hardware:
     cat = load_catalog()
     if sku not in cat:
-        raise KeyError(f"unknown GPU SKU {sku!r}; the catalog has {sorted(cat)}")
+        raise UnknownSku(f"unknown GPU SKU {sku!r}; the catalog has {sorted(cat)}")
     return cat[sku]

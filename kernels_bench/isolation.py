@@ -14,14 +14,19 @@ _READY = "ready"
 STARTUP_TIMEOUT_S = 300.0
 
 
-def _child_main(conn, device: str, rule: StoppingRule, timer_mode: str) -> None:
+def _child_main(conn, device: str, rule: StoppingRule, timer_mode: str, cpu_threads: int | None = None) -> None:
+    threads = None
+    if cpu_threads is not None:  # before torch is imported: OpenMP reads its variable then
+        from kernels_bench.device import pin_cpu_threads
+
+        threads = pin_cpu_threads(cpu_threads)
     import torch  # noqa: F401  (the slow part of start-up: paid before "ready", not by a case)
 
     from kernels_bench.measure import measure_case
     from kernels_bench.telemetry import observer_for
 
     observer = observer_for(device)
-    conn.send(_READY)
+    conn.send((_READY, threads))
     while True:
         msg = conn.recv()
         if msg is None:
@@ -31,11 +36,15 @@ def _child_main(conn, device: str, rule: StoppingRule, timer_mode: str) -> None:
 
 
 class IsolatedMeasurer:
-    """Measures cases one at a time in a long-lived child, restarted after a fault."""
+    """Measures cases one at a time in a long-lived child, restarted after a fault.
+    `cpu_threads`: the child's torch intra-op thread count (kernels_bench.device,
+    pin_cpu_threads), None to leave torch's default; `threads` is the count the child
+    reported once started (None before, or when not pinned)."""
 
     def __init__(self, device: str, rule: StoppingRule, timer_mode: str = "cold",
-                 grace_s: float = 60.0):
-        self.device, self.rule, self.timer_mode = device, rule, timer_mode
+                 grace_s: float = 60.0, cpu_threads: int | None = None):
+        self.device, self.rule, self.timer_mode, self.cpu_threads = device, rule, timer_mode, cpu_threads
+        self.threads: int | None = None
         # Setup (allocation, correctness check, warm-up) is outside the stopping rule's
         # timeout, so the hang timeout adds a grace period to it.
         self.case_timeout_s = rule.timeout_s + grace_s
@@ -45,8 +54,8 @@ class IsolatedMeasurer:
 
     def _start(self) -> CaseOutcome | None:
         parent, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(target=_child_main, args=(child, self.device, self.rule, self.timer_mode),
-                                       daemon=True)
+        self._proc = self._ctx.Process(target=_child_main, daemon=True,
+                                       args=(child, self.device, self.rule, self.timer_mode, self.cpu_threads))
         self._proc.start()
         child.close()
         self._conn = parent
@@ -54,8 +63,11 @@ class IsolatedMeasurer:
         # against a case's hang timeout, however short that is.
         ready = parent.poll(STARTUP_TIMEOUT_S)
         try:
-            if ready and parent.recv() == _READY:
-                return None
+            if ready:
+                msg = parent.recv()
+                if isinstance(msg, tuple) and msg[0] == _READY:
+                    self.threads = msg[1]
+                    return None
         except (EOFError, ConnectionError):
             pass
         self._proc.join(1)

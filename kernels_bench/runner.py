@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kernels_bench import provenance
+from kernels_bench.device import DEFAULT_CPU_THREADS, check_cpu_threads, check_device, is_cpu, threads_env
 from kernels_bench.kernels import kernel_for
 from kernels_bench.measure import CaseOutcome
 from kernels_bench.stopping import StoppingRule
@@ -58,6 +59,9 @@ class ShardSpec:
     # The shard number recorded in the rows: unique within the run when one run sweeps
     # several suites (each suite is sharded on its own). Defaults to `shard`.
     record_shard: int | None = None
+    # On the CPU: torch's intra-op threads in the measuring processes (kernels_bench.device);
+    # recorded in the run's env. Simulated and CUDA devices ignore it.
+    cpu_threads: int = DEFAULT_CPU_THREADS
 
     @property
     def shard_id(self) -> int:
@@ -73,7 +77,11 @@ def run_shard(suite: Suite, spec: ShardSpec, out_dir: str | Path, *, rule: Stopp
     """Measure every case of the shard; returns the paths written. Never raises for a
     failing case: its status and error are recorded instead. Stopped by SIGTERM or
     SIGINT, it writes the cases measured so far (the rest `stopped`), then raises
-    ShardStopped."""
+    ShardStopped. A device this machine cannot measure on (an unknown SKU, no CUDA) is a
+    UsageError before anything is measured or written."""
+    check_device(spec.device)
+    if is_cpu(spec.device):
+        check_cpu_threads(spec.cpu_threads)
     rule = rule or suite.stopping
     planned = suite.shard(spec.shard, spec.num_shards, spec.seed)
     with _StopSignals() as stop:
@@ -104,6 +112,8 @@ def run_shard(suite: Suite, spec: ShardSpec, out_dir: str | Path, *, rule: Stopp
             close = getattr(measurer, "close", None)
             if close:
                 close(wait=stop.received is None)
+        if is_cpu(spec.device):  # the count the measuring child reported (else the one it was given)
+            info["env"] = threads_env(info["env"], getattr(measurer, "threads", None) or spec.cpu_threads)
         ok = sum(r["status"] == "ok" for r in results)
         bad = sum(r["status"] not in ("ok", "skipped") for r in results)
         status = "ok" if bad == 0 else ("failed" if ok == 0 else "partial")
@@ -218,16 +228,21 @@ def _measurer(spec: ShardSpec, rule: StoppingRule, injections):
         return lambda case: sim.measure(case, sim_rule, spec.run_id, spec.dt, spec.attempt, reason=spec.reason)
     from kernels_bench.isolation import IsolatedMeasurer
 
-    m = IsolatedMeasurer(spec.device, rule)
+    threads = spec.cpu_threads if is_cpu(spec.device) else None
+    m = IsolatedMeasurer(spec.device, rule, cpu_threads=threads)
 
     class _Call:
+        @property
+        def threads(self) -> int | None:
+            return m.threads
+
         def __call__(self, case):
             if case.family == "collective":
                 # Collectives need world_size processes of their own: run_collective
                 # spawns (and isolates) them; the single-process child would only skip.
                 from kernels_bench.collectives import run_collective
 
-                return run_collective(case, int(case.p["world_size"]), rule, spec.device)
+                return run_collective(case, int(case.p["world_size"]), rule, spec.device, cpu_threads=threads)
             return m.measure(case)
 
         def close(self, wait: bool = True):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels_bench.case import Case
+from kernels_bench.errors import UsageError
 from kernels_bench.kernels import KERNELS
 from kernels_bench.stopping import StoppingRule
 from kernels_bench.yaml_file import load_yaml
@@ -32,7 +33,7 @@ EXPLOSION_WARNING = 5_000
 _GROUP_KEYS = {"kernel", "backends", "dtypes", "axes", "include", "exclude", "skip", "tags"}
 
 
-class SuiteError(ValueError):
+class SuiteError(UsageError, ValueError):
     pass
 
 

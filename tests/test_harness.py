@@ -53,6 +53,8 @@ def test_run_row_carries_provenance_and_fingerprints(shard):
     for key in ("host", "torch_version", "python_version", "hardware_fingerprint", "software_fingerprint"):
         assert run[key], key
     assert run["device_kind"] == "cpu"
+    # The CPU measuring processes run with one torch thread unless asked otherwise, and say so.
+    assert dict(run["env"])["OMP_NUM_THREADS"] == "1"
     assert run["run_id"] == "r-harness" and run["suite"] == "tiny"
     assert run["cases_planned"] == 4 and run["cases_ok"] == 3 and run["status"] == "ok"
 
