@@ -18,12 +18,14 @@ WRAPPER = ("import sys; from pipelines.config.processes import run_foreground; "
 
 def test_ctrl_c_stops_every_process_the_command_started_even_those_that_ignore_it(tmp_path):
     pids = tmp_path / "pids"
-    # Two grandchildren that ignore SIGINT and SIGTERM (ignored signals are inherited).
-    script = f"trap '' INT TERM; sleep 300 & echo $! > {pids}; sleep 300 & echo $! >> {pids}; wait"
+    # Two grandchildren that ignore SIGINT and SIGTERM (ignored signals are inherited), and
+    # one in a session of its own, as Airflow 3 starts a task's worker.
+    script = (f"trap '' INT TERM; sleep 300 & echo $! > {pids}; sleep 300 & echo $! >> {pids}; "
+              f"setsid sleep 300 & echo $! >> {pids}; wait")
     wrapper = subprocess.Popen([sys.executable, "-c", WRAPPER, "bash", "-c", script], cwd=REPO,
                                stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
-    while not (pids.exists() and len(pids.read_text().split()) == 2):
+    while not (pids.exists() and len(pids.read_text().split()) == 3):
         assert time.monotonic() < deadline, "the command never started its children"
         time.sleep(0.1)
     children = [int(p) for p in pids.read_text().split()]

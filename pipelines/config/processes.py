@@ -78,31 +78,61 @@ def tree_rss_bytes(pid: int) -> int:
 def stop_group(pgid: int, *, timeout_s: float = 30.0) -> None:
     """End a process group that a detached service leads: SIGTERM, then SIGKILL to what
     is left after `timeout_s`; returns once none of it is alive."""
+    stop_groups([pgid], timeout_s=timeout_s)
+
+
+def stop_groups(pgids: list[int], *, timeout_s: float = 30.0) -> None:
+    """stop_group for several groups at once: each is asked, then the wait is shared."""
     import signal
     import time
 
     def signal_all(sig: int) -> None:
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            os.kill(pgid, sig)
+        for pgid in pgids:
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                try:
+                    os.kill(pgid, sig)
+                except OSError:
+                    pass
+
+    def any_alive() -> bool:
+        return any(alive(g) or group_members(g) for g in pgids)
 
     signal_all(signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while (alive(pgid) or group_members(pgid)) and time.monotonic() < deadline:
+    while any_alive() and time.monotonic() < deadline:
         time.sleep(0.2)
-    if alive(pgid) or group_members(pgid):
+    if any_alive():
         signal_all(signal.SIGKILL)
-        while (alive(pgid) or group_members(pgid)) and time.monotonic() < deadline + 10:
+        while any_alive() and time.monotonic() < deadline + 10:
             time.sleep(0.2)
+
+
+def descendant_groups(pid: int) -> list[int]:
+    """The process groups of `pid`'s descendants other than its own: those that left
+    its group for one of their own (Airflow 3 starts each task's worker so)."""
+    stats = all_stats()
+    children: dict[int, list[int]] = {}
+    for s in stats:
+        children.setdefault(s.ppid, []).append(s.pid)
+    pgrp = {s.pid: s.pgrp for s in stats}
+    groups, todo = set(), list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        groups.add(pgrp.get(p, pid))
+        todo += children.get(p, [])
+    groups.discard(pgrp.get(pid, pid))
+    return sorted(groups)
 
 
 def run_foreground(cmd: list[str], *, grace_s: float = 10.0) -> int:
     """Run `cmd` as the leader of a process group of its own and return its exit status
-    (0 once stopped as asked). Ctrl-C or SIGTERM stops the whole group (stop_group:
-    SIGTERM, then SIGKILL to what is left after `grace_s`). `make airflow` runs `airflow
+    (0 once stopped as asked). Ctrl-C or SIGTERM stops the whole group, and the groups of
+    its descendants that left it (stop_groups: SIGTERM, then SIGKILL to what is left after
+    `grace_s`). `make airflow` runs `airflow
     standalone` so: stopped with Ctrl-C on its own, its scheduler, DAG processor and
     executor workers were still there two minutes and a second Ctrl-C later
     (apache/airflow#19260)."""
@@ -119,7 +149,10 @@ def run_foreground(cmd: list[str], *, grace_s: float = 10.0) -> int:
             signal.signal(s, signal.SIG_IGN)  # a second Ctrl-C does not cut the stop short
         print(f"\nstopping {os.path.basename(cmd[0])} and every process it started (SIGKILL after {grace_s:.0f} s)",
               file=sys.stderr, flush=True)
-        stop_group(proc.pid, timeout_s=grace_s)
+        # Its descendants' own groups too, found before anything stops: a worker whose
+        # parent ends first is adopted by init and out of reach (found walking the docs:
+        # a task's `airflow worker` and its Spark JVM outlived make airflow's Ctrl-C).
+        stop_groups([proc.pid, *descendant_groups(proc.pid)], timeout_s=grace_s)
 
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, stop)
