@@ -217,6 +217,11 @@ def test_perflake_ingest_is_reachable_from_the_cli_and_its_help_has_examples(tmp
     monkeypatch.setenv("PERFLAKE_HOME", str(tmp_path / "lake"))
     shard = write_shard(tmp_path / "out", started=dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1))
     assert main(["ingest", str(shard), "--pool", "dq-a", "--date", "2032-03-04"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    report = json.loads(out)
     assert report["issues"] == [] and report["landed"][0]["samples"] == 10
+    # the counts, then what publishes the landed rows
+    assert err.splitlines()[-3:] == ["3 landed, 0 skipped, 0 quarantined, 0 conflict; exit 0", "next:",
+                                     "  perflake mine --date 2032-03-04 --pool dq-a   publishes what landed (the perf "
+                                     "tables show it once mined)"]
     assert landed(Lake(tmp_path / "lake"), "samples", "2032-03-04").num_rows == 10

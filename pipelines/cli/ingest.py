@@ -27,7 +27,26 @@ def _cmd_ingest(args) -> int:
         return 2
     print(json.dumps(report.to_dict(), indent=2, default=str))
     print(report.summary(), file=sys.stderr)
+    hint = next_steps(report.landed)
+    if hint:
+        print(hint, file=sys.stderr)
     return 0 if report.ok else 1
+
+
+def next_steps(landed: list[dict]) -> str:
+    """What publishes the shards that landed (IngestReport.landed: one dict per shard,
+    with its dt and pool): one `perflake mine` per night, as `make demo` prints its next
+    steps; "" when nothing landed."""
+    nights: dict[str, set[str]] = {}
+    for shard in landed:
+        nights.setdefault(str(shard["dt"]), set()).add(str(shard["pool"]))
+    if not nights:
+        return ""
+    commands = [f"perflake mine --date {dt} " + " ".join(f"--pool {p}" for p in sorted(pools))
+                for dt, pools in sorted(nights.items())]
+    width = max(map(len, commands))
+    return "\n".join(["next:"] + [f"  {c:<{width}}   publishes what landed (the perf tables show it once mined)"
+                                   for c in commands])
 
 
 def register(subparsers) -> None:

@@ -87,8 +87,7 @@ def _cmd_regressions(args) -> int:
         print(json.dumps({"date": dt, "groups": [{**g, "summary": describe(g)} for g in groups],
                           "regressions": rows}, default=str, indent=2))
         return 0
-    night = f"on {dt}" if dt else "in the whole history"
-    print(f"{sum(g['series'] for g in groups)} changed series {night}, {len(groups)} group(s):")
+    print(headline(groups, dt))
     for g in groups:
         print(f"  {describe(g)}")
     if dt and not groups:
@@ -96,6 +95,15 @@ def _cmd_regressions(args) -> int:
     if args.detail:
         print(format_rows(list(DETAIL_COLUMNS), [tuple(r[c] for c in DETAIL_COLUMNS) for r in rows]))
     return 0
+
+
+def headline(groups: list[dict], dt: str | None) -> str:
+    """The first line of `perflake regressions`: how many series changed and in how many
+    groups (the groups follow, one a line), or a whole sentence when none did."""
+    night = f"on {dt}" if dt else "in the whole history"
+    if not groups:
+        return f"0 changed series {night}."
+    return f"{sum(g['series'] for g in groups)} changed series {night}, {len(groups)} group(s):"
 
 
 def _nights_note(spark, dt: str) -> str:

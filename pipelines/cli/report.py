@@ -16,7 +16,7 @@ examples:
   perflake report --date 2026-11-22
   perflake report --date 2026-11-22 --out /tmp/night.html
   perflake report compare --sku-a H100-SXM5-80GB --sku-b H200-SXM-141GB
-  perflake report compare --torch-a 2.12.0 --torch-b 2.13.0 --date 2026-11-22
+  perflake report compare --torch-a 2.12.0 --torch-b 2.13.0   # each side's newest night
 """
 
 COMPARE_HELP = """\
@@ -117,7 +117,6 @@ def _cmd_compare(args) -> int:
 def _cmd_project(args) -> int:
     from pipelines.warehouse.frames import Frames
     from pipelines.projection.roofline import project_job, unmeasured_skus
-    from pipelines.query.sql import format_rows
 
     lake = Lake.from_env()
     targets = args.target
@@ -132,11 +131,42 @@ def _cmd_project(args) -> int:
                                  source_dates=args.source_date, source_pools=args.source_pool,
                                  measured_dates=args.measured_date, measured_pools=args.measured_pool,
                                  cases=args.cases, recalibrate=args.recalibrate)
-        print(f"projection error onto {target} (percent of the measured median; '-' until measured):")
-        rows = [tuple(None if isinstance(v, float) and v != v else (round(v, 2) if isinstance(v, float) else v)
-                      for v in r) for r in summary.itertuples(index=False)]
-        print(format_rows(list(summary.columns), rows, fmt=args.format))
+        print(projection_errors(target, summary, args.format))
     return 0
+
+
+_UNMEASURED = {"table": "'-'", "csv": "empty", "json": "null"}
+
+
+def projection_errors(target: str, summary, fmt: str = "table") -> str:
+    """The error summary of one target (roofline.error_summary) under its heading; an
+    error not yet measured (NaN) is '-' in the table, empty in CSV and null in JSON, as
+    the heading says."""
+    from pipelines.query.sql import format_rows
+
+    rows = [tuple(None if isinstance(v, float) and v != v else (round(v, 2) if isinstance(v, float) else v)
+                  for v in r) for r in summary.itertuples(index=False)]
+    text = format_rows(list(summary.columns), rows, fmt=fmt)
+    if fmt == "table":
+        text = _dash_nulls(text)
+    return (f"projection error onto {target} (percent of the measured median; {_UNMEASURED.get(fmt, 'NULL')} "
+            f"until measured):\n{text}")
+
+
+def _dash_nulls(table: str) -> str:
+    """format_rows' aligned table with '-' in place of each NULL cell, aligned as the cell
+    was (numbers right, an all-NULL column left)."""
+    lines = table.split("\n")
+    if len(lines) < 4:  # header, rule, the row count: no row
+        return table
+
+    def cell(c: str) -> str:
+        if c.strip() != "NULL":
+            return c
+        return c.replace("NULL", "-   " if c.startswith("NULL") else "   -", 1)
+
+    body = [" | ".join(cell(c) for c in line.split(" | ")).rstrip() for line in lines[2:-1]]
+    return "\n".join(lines[:2] + body + lines[-1:])
 
 
 def _path(p):

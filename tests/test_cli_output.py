@@ -1,0 +1,80 @@
+"""What three commands print, without a lake: `perflake regressions`' first line,
+`perflake ingest`'s next step and `perflake project`'s error table."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+
+def test_the_regressions_headline_is_a_whole_sentence_when_nothing_changed():
+    from pipelines.cli.regressions import headline
+
+    assert headline([], None) == "0 changed series in the whole history."
+    assert headline([], "2026-11-22") == "0 changed series on 2026-11-22."
+
+
+def test_the_regressions_headline_counts_series_and_groups_before_listing_them():
+    from pipelines.cli.regressions import headline
+
+    groups = [{"series": 4}, {"series": 2}]
+    assert headline(groups, "2026-11-22") == "6 changed series on 2026-11-22, 2 group(s):"
+    assert headline(groups, None) == "6 changed series in the whole history, 2 group(s):"
+
+
+def test_ingest_names_the_mine_that_publishes_each_landed_night():
+    from pipelines.cli.ingest import next_steps
+
+    assert next_steps([]) == ""
+    one = next_steps([{"dt": "2026-11-27", "pool": "h100"}, {"dt": "2026-11-27", "pool": "h100"}])
+    assert one.splitlines() == [
+        "next:", "  perflake mine --date 2026-11-27 --pool h100   publishes what landed (the perf tables show it once "
+                 "mined)"]
+    two = next_steps([{"dt": "2026-11-27", "pool": "h100"}, {"dt": "2026-11-26", "pool": "h200"},
+                      {"dt": "2026-11-27", "pool": "cpu"}]).splitlines()
+    assert two[0] == "next:" and len(two) == 3
+    assert two[1].startswith("  perflake mine --date 2026-11-26 --pool h200 ")
+    assert two[2].startswith("  perflake mine --date 2026-11-27 --pool cpu --pool h100 ")
+    assert two[1].index("publishes") == two[2].index("publishes")  # aligned, as `make demo`'s next steps
+
+
+def _summary(measured: bool) -> pd.DataFrame:
+    nan = math.nan
+    rows = [{"family": "gemm", "projected": 24, "measured": 24 if measured else 0,
+             "median_abs_error_pct": 1.234 if measured else nan, "p90_abs_error_pct": 3.5 if measured else nan,
+             "median_error_pct": -0.5 if measured else nan},
+            {"family": "attention", "projected": 12, "measured": 0, "median_abs_error_pct": nan,
+             "p90_abs_error_pct": nan, "median_error_pct": nan}]
+    return pd.DataFrame(rows)
+
+
+def test_project_prints_a_dash_for_an_error_not_yet_measured_as_its_heading_says():
+    from pipelines.cli.report import projection_errors
+
+    for measured in (True, False):
+        lines = projection_errors("B200-SXM-180GB", _summary(measured)).splitlines()
+        assert lines[0] == ("projection error onto B200-SXM-180GB (percent of the measured median; '-' until "
+                            "measured):")
+        assert "NULL" not in "\n".join(lines)
+        header, rule, gemm, attention, count = lines[1:]
+        assert count == "(2 rows)"
+        cells = [c.strip() for c in attention.split("|")]
+        assert cells == ["attention", "12", "0", "-", "-", "-"]
+        # every row keeps the table's column boundaries
+        assert [i for i, ch in enumerate(attention) if ch == "|"] == [i for i, ch in enumerate(header) if ch == "|"]
+    measured = projection_errors("B200-SXM-180GB", _summary(True)).splitlines()
+    assert [c.strip() for c in measured[3].split("|")] == ["gemm", "24", "24", "1.23", "3.5", "-0.5"]
+    # numbers right-aligned, the dash where the number's last digit would be
+    assert measured[4].index("-") + 1 == measured[3].index("1.23") + len("1.23")
+
+
+def test_project_csv_and_json_keep_their_own_empty_values_and_say_so():
+    import json
+
+    from pipelines.cli.report import projection_errors
+
+    csv_text = projection_errors("B200-SXM-180GB", _summary(False), "csv").splitlines()
+    assert "empty until measured" in csv_text[0] and csv_text[-1] == "attention,12,0,,,"
+    json_text = projection_errors("B200-SXM-180GB", _summary(False), "json").split("\n", 1)
+    assert "null until measured" in json_text[0]
+    assert json.loads(json_text[1])[1]["median_abs_error_pct"] is None
