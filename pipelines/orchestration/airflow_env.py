@@ -4,11 +4,14 @@ LocalExecutor. Must run before airflow is imported in the process (or exported f
 processes)."""
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
 
+from pipelines.config.accounts import write_private
 from pipelines.config.lake import Lake
 from pipelines.config.pools import load_pools
 from pipelines.config.services import AIRFLOW_DB, AIRFLOW_ROLE, HOST, configured
@@ -68,11 +71,6 @@ def private_passwords(home: Path | None = None) -> Path:
     starts: Airflow would create it with the default umask (readable by every local
     user, found by a newcomer walking the docs) and print the password in its log.
     One left by an earlier Airflow is made private."""
-    import json
-    import secrets
-
-    from pipelines.config.accounts import write_private
-
     path = Path(home or os.environ["AIRFLOW_HOME"]) / PASSWORDS
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():

@@ -44,8 +44,8 @@ import org.apache.spark.scheduler.SparkListenerJobStart;
  * the heap: what each statement holds is not known (Spark does not count it), and a wrong
  * guess would leave the heap full. A task that ignores its cancel (the `collect_list`
  * above did, and filled the heap 18 s later, which stopped the SparkContext once: the
- * listener bus's thread was among the dead) is stopped 0.5 s after the cancel if the heap
- * is still over the limit (RunawayTasks' Thread.stop), and RunawayTasks waits no grace for
+ * listener bus's thread was among the dead) is stopped 0.5 s after the cancel
+ * (RunawayTasks' Thread.stop), and RunawayTasks waits no grace for
  * any cancelled statement's thread for 30 s. Registered through spark.extraListeners on the
  * server only (local mode: the tasks share the service's heap). */
 public final class MemoryGuard extends SparkListener {
@@ -56,10 +56,8 @@ public final class MemoryGuard extends SparkListener {
     private final double fraction;
     private final long maxHeap = Runtime.getRuntime().maxMemory();
     private final Set<String> heapPools = new HashSet<>();
-    private final Map<Integer, Boolean> runningJobs = new ConcurrentHashMap<>();
+    private final Set<Integer> runningJobs = ConcurrentHashMap.newKeySet();
     private final Semaphore pressure = new Semaphore(0);
-    private volatile long usedAfterGc;       // after the collection that woke the guard
-    private volatile long usedAfterLastGc;   // after the latest collection
 
     public MemoryGuard(SparkConf conf) {
         this.fraction = conf.getDouble(FRACTION, 0.8);
@@ -87,7 +85,7 @@ public final class MemoryGuard extends SparkListener {
 
     @Override
     public void onJobStart(SparkListenerJobStart start) {
-        runningJobs.put(start.jobId(), Boolean.TRUE);
+        runningJobs.add(start.jobId());
     }
 
     @Override
@@ -104,9 +102,7 @@ public final class MemoryGuard extends SparkListener {
                 used += pool.getValue().getUsed();
             }
         }
-        usedAfterLastGc = used;
         if (used > fraction * maxHeap) {
-            usedAfterGc = used;
             pressure.release();
         }
     }
@@ -124,13 +120,15 @@ public final class MemoryGuard extends SparkListener {
                     pressure.drainPermits();
                     continue;
                 }
-                usedAfterGc = used;  // what the sentence reports
                 Map<Thread, String> tasks = RunawayTasks.taskThreads();
-                stopRunningJobs();
+                stopRunningJobs(used);
                 Thread.sleep(TimeUnit.NANOSECONDS.toMillis(HEED_NS));
-                if (usedAfterLastGc > fraction * maxHeap) {
-                    RunawayTasks.stopTaskThreads(tasks, "the heap stayed full after its statement was cancelled");
-                }
+                // Whatever still runs the task it ran at the cancel is stopped, whatever the
+                // collections read since: once the heap read under the limit just after the
+                // cancel, the task was left running, and it filled the heap 2 s later, ending
+                // the listener bus's thread, which stopped the SparkContext (measured, in
+                // the fast tier).
+                RunawayTasks.stopTaskThreads(tasks, "its statement was cancelled to free the heap");
                 Thread.sleep(TimeUnit.NANOSECONDS.toMillis(QUIET_NS));
                 pressure.drainPermits();  // the collections that saw the same pressure
             } catch (Throwable e) {  // nothing ends the guard, an OutOfMemoryError least of all
@@ -142,8 +140,8 @@ public final class MemoryGuard extends SparkListener {
         }
     }
 
-    private void stopRunningJobs() {
-        long used = usedAfterGc;
+    /** Cancel every running job; `used`: the heap in use after the full collection. */
+    private void stopRunningJobs(long used) {
         String reason = String.format("perflake stopped this statement: the SQL service's memory was %d%% full "
                                       + "(%,d of %,d MB after garbage collection, over its limit of %d%%, %s), and "
                                       + "every statement running then was stopped; aggregate into fewer or smaller "
@@ -154,7 +152,7 @@ public final class MemoryGuard extends SparkListener {
         RunawayTasks.hurry(30);  // a cancelled statement's own thread, too, may hold the heap
         SparkContext sc = SparkContext.getOrCreate();  // the service's own, running
         StringBuilder jobs = new StringBuilder();
-        for (Integer job : runningJobs.keySet()) {
+        for (Integer job : runningJobs) {
             sc.cancelJob(job, reason);
             jobs.append(jobs.length() == 0 ? "" : ",").append(job);
         }
