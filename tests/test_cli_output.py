@@ -52,7 +52,7 @@ def test_project_prints_a_dash_for_an_error_not_yet_measured_as_its_heading_says
     from pipelines.cli.report import projection_errors
 
     for measured in (True, False):
-        lines = projection_errors("B200-SXM-180GB", _summary(measured)).splitlines()
+        lines = projection_errors([("B200-SXM-180GB", _summary(measured))]).splitlines()
         assert lines[0] == ("projection error onto B200-SXM-180GB (percent of the measured median; '-' until "
                             "measured):")
         assert "NULL" not in "\n".join(lines)
@@ -62,19 +62,25 @@ def test_project_prints_a_dash_for_an_error_not_yet_measured_as_its_heading_says
         assert cells == ["attention", "12", "0", "-", "-", "-"]
         # every row keeps the table's column boundaries
         assert [i for i, ch in enumerate(attention) if ch == "|"] == [i for i, ch in enumerate(header) if ch == "|"]
-    measured = projection_errors("B200-SXM-180GB", _summary(True)).splitlines()
+    measured = projection_errors([("B200-SXM-180GB", _summary(True))]).splitlines()
     assert [c.strip() for c in measured[3].split("|")] == ["gemm", "24", "24", "1.23", "3.5", "-0.5"]
     # numbers right-aligned, the dash where the number's last digit would be
     assert measured[4].index("-") + 1 == measured[3].index("1.23") + len("1.23")
 
 
-def test_project_csv_and_json_keep_their_own_empty_values_and_say_so():
+def test_project_csv_and_json_are_one_document_for_every_target_with_their_own_empty_values():
+    import csv
+    import io
     import json
 
     from pipelines.cli.report import projection_errors
 
-    csv_text = projection_errors("B200-SXM-180GB", _summary(False), "csv").splitlines()
-    assert "empty until measured" in csv_text[0] and csv_text[-1] == "attention,12,0,,,"
-    json_text = projection_errors("B200-SXM-180GB", _summary(False), "json").split("\n", 1)
-    assert "null until measured" in json_text[0]
-    assert json.loads(json_text[1])[1]["median_abs_error_pct"] is None
+    both = [("B200-SXM-180GB", _summary(False)), ("H200-SXM-141GB", _summary(True))]
+    rows = list(csv.reader(io.StringIO(projection_errors(both, "csv"))))
+    assert rows[0][:2] == ["target", "family"] and len(rows) == 5  # one header, no heading line
+    assert rows[2] == ["B200-SXM-180GB", "attention", "12", "0", "", "", ""]
+    parsed = json.loads(projection_errors(both, "json"))  # the whole output parses
+    assert [(r["target"], r["family"]) for r in parsed] == [
+        ("B200-SXM-180GB", "gemm"), ("B200-SXM-180GB", "attention"),
+        ("H200-SXM-141GB", "gemm"), ("H200-SXM-141GB", "attention")]
+    assert parsed[1]["median_abs_error_pct"] is None and parsed[2]["median_abs_error_pct"] == 1.23

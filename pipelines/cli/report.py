@@ -42,6 +42,10 @@ examples:
   perflake project --target H200-SXM-141GB --source H100-SXM5-80GB --device-kind simulated
   perflake project                                          # every catalog GPU with no measurements
   perflake project --target H200-SXM-141GB --measured-date 2026-11-22   # score against that night
+  perflake project --target B200-SXM-180GB --target H200-SXM-141GB --format json   # one JSON list
+
+--format csv and json print one document for all targets, a `target` column first and
+an error not yet measured empty (CSV) or null (JSON); the table prints '-' for it.
 """
 
 _PAIRS = (("sku", "gpu_sku"), ("pool", "pool"), ("torch", "torch_version"))
@@ -126,31 +130,38 @@ def _cmd_project(args) -> int:
         if not targets:
             print("every catalog GPU has measurements; name one with --target to project (and score) anyway")
             return 0
+    done = []
     for target in targets:
         _, summary = project_job(lake, target, source=args.source, device_kind=args.device_kind,
                                  source_dates=args.source_date, source_pools=args.source_pool,
                                  measured_dates=args.measured_date, measured_pools=args.measured_pool,
                                  cases=args.cases, recalibrate=args.recalibrate)
-        print(projection_errors(target, summary, args.format))
+        if args.format == "table":  # a heading and a table per target, as each is done
+            print(projection_errors([(target, summary)]))
+        done.append((target, summary))
+    if args.format != "table":  # one document for every target, with a `target` column
+        print(projection_errors(done, args.format))
     return 0
 
 
-_UNMEASURED = {"table": "'-'", "csv": "empty", "json": "null"}
-
-
-def projection_errors(target: str, summary, fmt: str = "table") -> str:
-    """The error summary of one target (roofline.error_summary) under its heading; an
-    error not yet measured (NaN) is '-' in the table, empty in CSV and null in JSON, as
-    the heading says."""
+def projection_errors(summaries: list, fmt: str = "table") -> str:
+    """The error summary (roofline.error_summary) of each (target, summary). As a table,
+    each under its heading, an error not yet measured (NaN) printed '-' as the heading
+    says. As CSV or JSON, one document a program can read: a `target` column first, an
+    unmeasured error empty in CSV and null in JSON."""
     from pipelines.query.sql import format_rows
 
-    rows = [tuple(None if isinstance(v, float) and v != v else (round(v, 2) if isinstance(v, float) else v)
-                  for v in r) for r in summary.itertuples(index=False)]
-    text = format_rows(list(summary.columns), rows, fmt=fmt)
-    if fmt == "table":
-        text = _dash_nulls(text)
-    return (f"projection error onto {target} (percent of the measured median; {_UNMEASURED.get(fmt, 'NULL')} "
-            f"until measured):\n{text}")
+    def cells(summary):
+        return [tuple(None if isinstance(v, float) and v != v else (round(v, 2) if isinstance(v, float) else v)
+                      for v in r) for r in summary.itertuples(index=False)]
+
+    if fmt != "table":
+        columns = ["target"] + list(summaries[0][1].columns) if summaries else ["target"]
+        rows = [(target,) + r for target, summary in summaries for r in cells(summary)]
+        return format_rows(columns, rows, fmt=fmt)
+    return "\n".join(f"projection error onto {target} (percent of the measured median; '-' until measured):\n"
+                     f"{_dash_nulls(format_rows(list(summary.columns), cells(summary)))}"
+                     for target, summary in summaries)
 
 
 def _dash_nulls(table: str) -> str:
