@@ -6,6 +6,7 @@ whose helpers these tests share. pyarrow only: no Spark.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 from pathlib import Path
@@ -145,3 +146,126 @@ def test_after_a_replacement_cut_short_the_earlier_attempt_is_told_to_wait_and_t
         assert set(pq.read_table(lake.landing_file(kind, "2032-03-01", "dq-a", "r1", 0)).column(
             "attempt").to_pylist()) == {2}
 
+
+
+# --------------------------------------------------------------------------- found by a red team (2026-11-30)
+
+def _quarantined(lake: Lake) -> list[dict]:
+    files = sorted((lake.quarantine / "ingest").glob("dt=*/*.parquet"))
+    return [r for f in files for r in pq.read_table(f).to_pylist()]
+
+
+def test_an_ingest_killed_after_landing_leaves_its_quarantine_and_manifest_to_the_next_run(tmp_path, lake,
+                                                                                          monkeypatch):
+    import pipelines.landing.ingest as ingest_module
+
+    rows = shard_rows("r1")
+    rows["samples"][0]["latency_ns"] = -1
+    src = write_shard(tmp_path / "a", rows)
+
+    def killed(*a, **kw):  # the process dies between publishing the rows and its bookkeeping
+        raise SystemExit(137)
+
+    monkeypatch.setattr(ingest_module, "record_landed", killed)
+    with pytest.raises(SystemExit):
+        run(src, lake, pool="dq-c", force_pool=True)
+    monkeypatch.undo()
+    assert lake_rows(lake, "samples") and not _quarantined(lake)
+    again = run(src, lake)  # the right pool this time: the same rows are skipped where they landed
+    assert {f.outcome for f in again.files} == {"skipped"} and not again.ok  # the bad row is still named
+    assert any("latency_ns -1 is not positive" in i.reason for i in again.issues)
+    assert any("of other hardware than this shard's" in f.reason for f in again.files)
+    [bad] = _quarantined(lake)
+    assert json.loads(bad["record"])["latency_ns"] == -1
+    manifest = [json.loads(p.read_text()) for p in (lake.landing / "_ingested").glob("*.json")]
+    assert len(manifest) == 3 and all("--force-pool put it there" in m["override"] for m in manifest)
+    run(src, lake)  # once more: the quarantine file is the same one, not a second copy of the row
+    copy = write_shard(tmp_path / "renamed", rows)
+    run(copy, lake)  # another copy of the same shard under another name: still one quarantined row
+    assert len(_quarantined(lake)) == 1
+
+
+def test_a_killed_writers_temporary_files_are_removed_by_the_next_ingest(tmp_path, lake):
+    stale = lake.landing / "_ingested" / ".abc.json.tmp-999999999"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{")
+    run(write_shard(tmp_path / "a", run_id="r1"), lake)
+    assert not stale.exists()
+
+
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, lake, monkeypatch):
+    from pipelines.landing.ingest import ArgumentError
+
+    write_shard(tmp_path / "someone-elses", run_id="r1")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ArgumentError, match="an empty PATH"):
+        run([""], lake)
+    assert lake_rows(lake, "runs") == {}
+
+
+@pytest.mark.parametrize("member", ["samples-0.parquet", "samples.parquet"])
+def test_a_broken_file_of_a_shards_folder_keeps_the_whole_shard_out(tmp_path, lake, member):
+    rows = shard_rows("r1")
+    for r in rows["case_results"]:
+        r["n_samples"] = None  # nothing would say that samples are missing
+    d = write_shard(tmp_path / "a", rows)
+    (d / "samples.parquet").unlink()
+    good = write_shard(tmp_path / "good", run_id="r1").joinpath("samples.parquet").read_bytes()
+    if member == "samples.parquet":
+        (d / member).write_text('{"rows": []}')  # JSON under a member's name
+    else:
+        (d / member).write_bytes(good[: len(good) // 2] + b"PAR1")  # cut short
+    report = run(d, lake)
+    assert lake_rows(lake, "runs") == {} and not report.ok
+    assert any(f"incomplete shard: {member} was refused" in i.reason for i in report.issues), report.issues
+
+
+def test_an_nvbench_sample_beyond_int64_nanoseconds_is_set_aside_alone(tmp_path, lake):
+    d = tmp_path / "nv"
+    d.mkdir()
+    (d / "result.json").write_text(json.dumps(nvbench_doc([nv_state("1024", 1.1e-6, 3, "s0.bin"),
+                                                           nv_state("2048", 2e-6, 3, "s1.bin")])))
+    np.array([1e-6, 1e11, 1.2e-6], dtype="<f4").tofile(d / "s0.bin")
+    np.array([2e-6, 2.1e-6, 2.2e-6], dtype="<f4").tofile(d / "s1.bin")
+    report = run([d], lake)
+    assert any("does not fit a 64-bit count of nanoseconds (field latency_ns)" in i.reason for i in report.issues)
+    assert list(lake_rows(lake, "samples").values()) == [5]
+    assert not any("no nvbench JSON of this call names" in i.reason for i in report.issues)
+
+
+def test_nan_in_a_case_results_energy_or_power_is_no_reading_and_the_case_lands(tmp_path, lake):
+    rows = shard_rows("r1")
+    rows["case_results"][0]["energy_per_call_j"] = float("nan")
+    rows["case_results"][1]["avg_power_w"] = float("nan")
+    report = run(write_shard(tmp_path / "a", rows), lake)
+    assert report.ok, report.issues
+    assert any("NaN in energy_per_call_j, read as no reading" in n for n in report.notices)
+    results = pq.read_table(lake.landing_file("case_results", "2032-03-01", "dq-a", "r1", 0)).to_pylist()
+    assert [r["energy_per_call_j"] for r in results] == [None, None] and len(results) == 2
+    assert list(lake_rows(lake, "samples").values()) == [10]
+
+
+def test_labels_the_run_contradicts_are_refused_or_said(tmp_path, lake):
+    old = shard_rows("r1", started=dt.datetime(1900, 1, 1, tzinfo=dt.timezone.utc))
+    report = run(write_shard(tmp_path / "old", old), lake)
+    assert "run.started_at 1900-01-01T00:00:00+00:00 is before 2000-01-01" in report.issues[-1].reason
+    report = run(write_shard(tmp_path / "a", run_id="r2"), lake, date="2099-01-01")
+    assert report.ok and lake_rows(lake, "runs") == {("2099-01-01", "dq-a", "r2", 0): 1}
+    assert any("labelled night 2099-01-01 as --date asks, but the run started 2032-03-01" in n for n in report.notices)
+    case_status, run_status = shard_rows("r3"), shard_rows("r4")
+    case_status["case_results"][0]["status"] = "fine"
+    run_status["runs"][0]["status"] = "great"
+    report = run([write_shard(tmp_path / "c", case_status), write_shard(tmp_path / "r", run_status)], lake)
+    assert any("status 'fine' is not one of ok, failed" in i.reason for i in report.issues)
+    assert any("status 'great' is not one of ok, partial, failed" in i.reason for i in report.issues)
+    assert [k[2] for k in lake_rows(lake, "runs")].count("r4") == 0
+
+
+def test_a_hidden_folder_is_named_not_silently_left_out(tmp_path, lake):
+    write_shard(tmp_path / "in" / ".uploads" / "s", run_id="r1")
+    report = run(tmp_path / "in", lake)
+    assert "holds no files but hidden ones, left out" in report.issues[0].reason and ".uploads" in report.issues[0].reason
+    write_shard(tmp_path / "in" / "visible", run_id="r2")
+    report = run(tmp_path / "in", lake)
+    assert report.ok and any("left out 1 hidden entry" in n for n in report.notices)
+    assert run(tmp_path / "in" / ".uploads", lake).ok  # named, it is ingested

@@ -44,8 +44,9 @@ from pipelines.landing.conform import conform
 from pipelines.landing.files import LAND_ORDER, atomic_write, shard_lock
 from pipelines.landing.identity import LandedCopy, compare, landed_copies
 from pipelines.landing.inputs import FILENAME_KINDS, Shard, discover, is_conflict_note, sniff
-from pipelines.landing.records import (identity_lock, one_line, quarantine_records, record_landed, record_set_aside,
-                                       set_aside_when_landed, write_atomic, write_quarantine)
+from pipelines.landing.records import (identity_lock, manifest_has, one_line, quarantine_records, record_landed,
+                                       record_set_aside, remove_dead_temporaries, set_aside_when_landed, sha256_file,
+                                       write_atomic, write_quarantine)
 from pipelines.landing.report import IngestReport, Issue
 from schemas.tables import CASE_RESULTS, RUNS, SAMPLES
 
@@ -54,6 +55,8 @@ __all__ = ["ingest", "IngestReport", "Issue"]
 KIND_TABLES = {"samples": SAMPLES, "case_results": CASE_RESULTS, "runs": RUNS}
 # Clocks of remote workers drift; a run "in the future" by more than this is refused.
 CLOCK_SKEW = dt_.timedelta(minutes=10)
+# No GPU kernel benchmark ran before this: a run that says so comes from a clock never set.
+EARLIEST_RUN = dt_.datetime(2000, 1, 1, tzinfo=dt_.timezone.utc)
 
 
 # --------------------------------------------------------------------------- entry point
@@ -68,7 +71,11 @@ def ingest(paths: list[str | Path], lake: Lake, *, pool: str | None = None, date
     from pipelines.config.pools import load_pools
 
     registry = registry if registry is not None else load_pools()
+    now = now or dt_.datetime.now(dt_.timezone.utc)
     try:
+        if any(not str(p).strip() for p in paths):
+            raise ValueError("an empty PATH (an unset shell variable?): name the files or folders to ingest "
+                             "('.' for the current folder)")
         if pool is not None and safe_name(pool, "pool") not in registry:
             raise ValueError(f"unknown pool {pool!r}; registered pools: {sorted(registry)} "
                              f"(add it to pools.yaml or $PERFLAKE_POOLS)")
@@ -76,7 +83,8 @@ def ingest(paths: list[str | Path], lake: Lake, *, pool: str | None = None, date
             safe_date(date)
     except ValueError as e:
         raise ArgumentError(str(e)) from None
-    now = now or dt_.datetime.now(dt_.timezone.utc)
+    for folder in (lake.landing / "_ingested", lake.quarantine / "ingest"):
+        remove_dead_temporaries(folder)
     report = IngestReport()
     ctx = _Call(lake, report, pool, date, registry, now, force_pool, verbose)
     files = discover(paths, report)
@@ -165,19 +173,27 @@ class _Call:
 
     def read(self, files: list[Path]) -> list[Shard]:
         by_dir: dict[Path, list[tuple[Path, str | None]]] = {}
-        jsons, bins = [], []
+        jsons, bins, broken = [], [], []
         for path in files:
             fmt, problem = self.guard(None, str(path), sniff, path) or (None, None)
             if path in self.outcomes:
                 continue  # the sniff itself failed (unreadable file)
-            if problem and path.name not in FILENAME_KINDS:
-                self.refuse_file(path, problem)
+            if path.name in FILENAME_KINDS and fmt not in (None, "parquet"):
+                # named as a shard member, so it is one, whatever its bytes: its folder's shard is incomplete
+                by_dir.setdefault(path.parent, []).append((path, f"holds {fmt.upper()}, not Parquet"))
+            elif problem and path.name not in FILENAME_KINDS:
+                broken.append((path, problem))
             elif fmt == "json":
                 jsons.append(path)
             elif fmt == "bin":
                 bins.append(path)
             else:  # a Parquet file, or a broken one named as a shard member
                 by_dir.setdefault(path.parent, []).append((path, problem))
+        for path, problem in broken:
+            if path.suffix.lower() == ".parquet" and path.parent in by_dir:
+                by_dir[path.parent].append((path, problem))  # a broken Parquet file of a shard's folder: part of it
+            else:
+                self.refuse_file(path, problem)
         shards = []
         for directory, members in sorted(by_dir.items()):
             shard = Shard(source=str(directory), members=[])
@@ -203,7 +219,13 @@ class _Call:
     def read_parquet_shard(self, shard: Shard, members: list[tuple[Path, str | None]]) -> None:
         # The harness's own file names first: a second file of a kind is then the other one.
         for path, problem in sorted(members, key=lambda m: m[0].name not in FILENAME_KINDS):
-            kind = FILENAME_KINDS.get(path.name) or (None if problem else relations.guess_kind(path))
+            kind = FILENAME_KINDS.get(path.name)
+            if kind is None and problem is None:
+                kind, problem = relations.guess_kind(path)
+            if problem and kind is None:  # unreadable, so its table is unknown; its folder's shard is incomplete
+                shard.members.append(path)
+                shard.refused_files[path] = problem
+                continue
             if kind is None:
                 self.refuse_file(path, "cannot tell which table this file holds: its name is not one of "
                                        f"{sorted(FILENAME_KINDS)} and its columns match none of the landing schemas")
@@ -296,9 +318,18 @@ class _Call:
             shard.refusal = (f"run.{future[0]} {run[future[0]].isoformat()} is in the future (now "
                              f"{self.now.isoformat()}): the worker's clock is wrong; fix it and re-run the shard")
             return
+        if run["started_at"] < EARLIEST_RUN:
+            shard.refusal = (f"run.started_at {run['started_at'].isoformat()} is before "
+                             f"{EARLIEST_RUN.date().isoformat()}: the worker's clock was never set; fix it and re-run "
+                             "the shard")
+            return
         shard.pool = pool_name
-        shard.dt = self.date or (self.now if shard.nvbench else run["started_at"]).astimezone(
-            dt_.timezone.utc).date().isoformat()
+        started = (self.now if shard.nvbench else run["started_at"]).astimezone(dt_.timezone.utc).date()
+        shard.dt = self.date or started.isoformat()
+        if self.date and not shard.nvbench and abs((dt_.date.fromisoformat(self.date) - started).days) > 1:
+            shard.notices.append(f"{shard.source}: labelled night {self.date} as --date asks, but the run started "
+                                 f"{started.isoformat()}; a mislabelled night? (a shard that landed stays where it "
+                                 "landed)")
         results = relations.filter_results(shard, run)
         if not shard.nvbench:
             short = relations.unmet_claims(shard)
@@ -357,8 +388,7 @@ class _Call:
             copies = landed_copies(self.lake, rid, sh)
             same = [c for c in copies if compare(shard.tables, c.tables, ignore) == "same"]
             if same:
-                return self.skipped(shard, label, f"already landed: the same rows are in "
-                                                  f"{same[0].where(self.lake, rid, sh)}; skipped")
+                return self.settle(shard, label, same[0])
             target: LandedCopy | None = None
             if len(copies) > 1:
                 return self.conflict(shard, label, copies, "the lake holds this shard more than once already")
@@ -444,7 +474,37 @@ class _Call:
         if unrecorded:
             self.report.issues.append(Issue(shard.source, f"landed, but its ingest manifest could not be written "
                                                           f"({one_line(unrecorded[0])})"))
-        write_quarantine(self.lake, self.report, shard.rejects, shard.dt, self.now, shard.members)
+        write_quarantine(self.lake, self.report, shard.rejects, shard.dt, self.now, shard_key=(rid, sh, run["attempt"]))
+
+    def settle(self, shard: Shard, label: str, copy: LandedCopy) -> None:
+        """The same rows are landed already: skip them, and do again what an ingest killed
+        between publishing them and its bookkeeping left undone (its quarantine file is
+        named by the shard and its rows, so writing it again replaces it; the manifest is
+        written where it is missing). A copy landed by --force-pool in a pool of other
+        hardware is said so."""
+        run = shard.run
+        where = copy.where(self.lake, run["run_id"], run["shard"])
+        why = f"already landed: the same rows are in {where}; skipped"
+        override = shard.override
+        own, theirs = self.hardware_of(shard.pool), self.hardware_of(copy.pool)
+        if own and theirs and own != theirs:
+            override = override or (f"landed in pool {copy.pool!r} ({theirs[0]}, {theirs[1]}), not of this shard's "
+                                    f"hardware ({own[0]}, {own[1]}); --force-pool put it there")
+            why += f" (note: that is pool {copy.pool!r}, of other hardware than this shard's; see the manifest)"
+        self.skipped(shard, label, why)
+        if shard.rejects:
+            counts = Counter((src, reason) for src, reason, _ in shard.rejects)
+            self.report.issues += [Issue(src, reason, n) for (src, reason), n in counts.items()]
+            write_quarantine(self.lake, self.report, shard.rejects, copy.dt, self.now,
+                             shard_key=(run["run_id"], run["shard"], run["attempt"]))
+        try:
+            for path in shard.members:
+                sha = shard.read_sha256.get(path) or sha256_file(path)
+                if not manifest_has(self.lake, sha):
+                    record_landed(self.lake, path, copy.dt, copy.pool, run["run_id"], run["shard"], self.now,
+                                  override, sha)
+        except OSError as e:
+            self.report.issues.append(Issue(shard.source, f"its ingest manifest could not be written ({one_line(e)})"))
 
     def skipped(self, shard: Shard, label: str, why: str) -> None:
         self.report.duplicates += [f"{p}: {why.replace('already landed', 'already ingested', 1)}"

@@ -47,9 +47,15 @@ def discover(paths, report: IngestReport) -> list[Path]:
     out: dict[Path, Path] = {}  # resolved path -> the path as found
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(_walk(p, report))
+            hidden: list[Path] = []
+            found = sorted(_walk(p, report, hidden))
+            seen = ", ".join(str(h) for h in hidden[:3]) + (f" and {len(hidden) - 3} more" if len(hidden) > 3 else "")
             if not found:
-                report.issues.append(Issue(str(p), "nothing to ingest: the folder holds no files"))
+                report.issues.append(Issue(str(p), "nothing to ingest: the folder holds no files" + (
+                    f" but hidden ones, left out ({seen}); name one to ingest it" if hidden else "")))
+            elif hidden:
+                report.notices.append(f"{p}: left out {len(hidden)} hidden entr{'ies' if len(hidden) > 1 else 'y'} "
+                                      f"(names starting with '.': {seen}); name one to ingest it")
             for f in found:
                 out.setdefault(f.resolve(), f)
         elif p.is_file():
@@ -59,10 +65,14 @@ def discover(paths, report: IngestReport) -> list[Path]:
     return list(out.values())
 
 
-def _walk(top: Path, report: IngestReport):
-    """The files under `top`, hidden names skipped, following links to folders (each real
+def _walk(top: Path, report: IngestReport, hidden: list[Path]):
+    """The files under `top`, hidden names skipped (listed in `hidden`, but for the lock
+    and temporary files of perflake's own writers), following links to folders (each real
     folder once, so a link loop ends); a link to nothing is yielded, for sniff to refuse."""
     seen: set[str] = set()
+
+    def own(name: str) -> bool:  # a landing lock, or a writer's temporary file (pipelines/landing/files.py)
+        return name.endswith(".lock") or ".tmp-" in name
 
     def unreadable(err: OSError) -> None:
         report.issues.append(Issue(str(err.filename or top), f"cannot read this folder ({err.strerror}); "
@@ -74,6 +84,7 @@ def _walk(top: Path, report: IngestReport):
             dirs[:] = []
             continue
         seen.add(real)
+        hidden += [Path(root) / n for n in sorted(dirs + files) if n.startswith(".") and not own(n)]
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for name in files:
             f = Path(root) / name

@@ -60,6 +60,9 @@ def recognise(doc) -> str | None:
             "nvbench --json output and harness Parquet")
 
 
+_INT64_NS = 2.0**63  # latency_ns is an int64: a sample time past it (292 years) is no timing
+
+
 def parse(path: Path, now: dt_.datetime) -> Parsed:
     """Read the nvbench JSON at `path`. Its run id is a hash of the JSON's values without
     file names, so the same results under another file name, encoding or layout are the
@@ -106,12 +109,13 @@ def _parse(path: Path, doc: dict, now: dt_.datetime) -> Parsed:
         for i, t in enumerate(times or []):
             row = {"run_id": run_id, "case_id": result["case_id"], "attempt": 1, "iteration": i,
                    "throttled": False, "device_kind": "gpu"}
-            if math.isfinite(t):
+            if math.isfinite(t) and abs(t) * 1e9 < _INT64_NS:
                 samples.append({**row, "latency_ns": int(round(t * 1e9))})
                 owners.append(len(results) - 1)
             else:
-                bad.append((f"{where}: sample {i} of nv/cold/sample_times is {t}: latency_ns is not finite",
-                            {**row, "time_s": str(t)}))
+                what = "is not finite" if not math.isfinite(t) else "does not fit a 64-bit count of nanoseconds"
+                bad.append((f"{where}: sample {i} of nv/cold/sample_times is {t} s: latency_ns {what} "
+                            "(field latency_ns)", {**row, "time_s": str(t)}))
     devices = doc.get("devices") if isinstance(doc.get("devices"), list) else []
     devices = {d.get("id"): d for d in devices if isinstance(d, dict)}
     version = _dig(doc, "meta", "version", "nvbench")

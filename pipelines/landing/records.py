@@ -38,7 +38,7 @@ def write_atomic(table: pa.Table, dst: Path) -> None:
     atomic_write(dst, lambda tmp: pq.write_table(table, tmp))
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -50,7 +50,7 @@ def record_landed(lake: Lake, path: Path, dt: str, pool: str, run_id: str, shard
                   override: str | None, sha: str | None = None) -> None:
     """The manifest: each landed file by its sha256 (`sha`, of the bytes that were read,
     where the caller has it), where it went, and any override."""
-    sha = sha or _sha256(path)
+    sha = sha or sha256_file(path)
     entry = {"sha256": sha, "source": str(path), "dt": dt, "pool": pool, "run_id": run_id, "shard": shard,
              "ingested_at": now.isoformat(), **({"override": override} if override else {})}
     atomic_write(lake.landing / "_ingested" / f"{sha}.json", lambda tmp: tmp.write_text(json.dumps(entry, indent=1)))
@@ -80,6 +80,29 @@ def set_aside_when_landed(lake: Lake, run_id: str, shard: int, attempt: int) -> 
     return int(note.get("rows", 0)) if note.get("attempt") == attempt else 0
 
 
+def manifest_has(lake: Lake, sha: str) -> bool:
+    return (lake.landing / "_ingested" / f"{sha}.json").is_file()
+
+
+def remove_dead_temporaries(folder: Path) -> None:
+    """The hidden temporary files (`.NAME.tmp-PID`, atomic_write) that writers killed
+    before their rename left in `folder` and below: no live process owns them."""
+    for tmp in folder.rglob(".*.tmp-*") if folder.is_dir() else []:
+        pid = tmp.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def one_line(e: Exception) -> str:
     """An exception as one line: its type and the first line of its message (Arrow's
     messages go on with a schema dump)."""
@@ -98,16 +121,20 @@ def quarantine_records(table: pa.Table) -> list[dict]:
 
 
 def write_quarantine(lake: Lake, report: IngestReport, rejects: list, dt: str, now: dt_.datetime,
-                     members: list[Path] | None = None) -> None:
+                     members: list[Path] | None = None, shard_key: tuple | None = None) -> None:
     """Rejected records as one Parquet file in the quarantine table's landing shape
     (partition columns dt=.../stage=ingest in the path), named by what they came from
-    so that re-ingesting the same input replaces it."""
+    so that re-ingesting the same input replaces it. The rows set aside from a shard
+    that landed are named by the shard (`shard_key`: run id, shard, attempt) and the rows
+    themselves, not by the files: any copy of it, under any name, writes the same file."""
     if not rejects:
         return
-    key = hashlib.sha256(json.dumps([sorted(map(str, members or [])), [r[:2] for r in rejects]]).encode()).hexdigest()
     rows = [{"source": text(src), "reason": text(why),
              "record": json.dumps(_jsonable(rec), default=str, sort_keys=True), "ingested_at": now}
             for src, why, rec in rejects]
+    named = ([list(shard_key), sorted((r["reason"], r["record"]) for r in rows)] if shard_key else
+             [sorted(map(str, members or [])), [r[:2] for r in rejects]])
+    key = hashlib.sha256(json.dumps(named).encode()).hexdigest()
     dst = lake.quarantine / "ingest" / f"dt={safe_date(dt)}" / f"{key}.parquet"
     try:
         write_atomic(pa.Table.from_pylist(rows, schema=QUARANTINE.arrow_schema(with_partitions=False)), dst)

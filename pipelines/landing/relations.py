@@ -13,21 +13,23 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipelines.config.lake import safe_name
-from pipelines.landing.values import (ABSOLUTE_ZERO_C, HOUR_NS, MAX_TEMPERATURE_C, clock_ceiling_mhz, repeated_keys,
-                                      result_problem, sample_problem)
+from pipelines.landing.values import (ABSOLUTE_ZERO_C, HOUR_NS, MAX_TEMPERATURE_C, RUN_STATUSES, clock_ceiling_mhz,
+                                      repeated_keys, result_problem, sample_problem)
 from schemas.tables import SAMPLES
 
 # Columns by which a Parquet file under another name shows which table it holds.
 _SIGNATURES = {"samples": {"latency_ns", "iteration"}, "case_results": {"case_id", "kernel", "status"},
                "runs": {"started_at", "hardware_fingerprint"}}
-def guess_kind(path: Path) -> str | None:
+def guess_kind(path: Path) -> tuple[str | None, str | None]:
+    """(the landing table a Parquet file's columns say it holds, or None; why its
+    schema cannot be read, or None)."""
     try:
         with open(path, "rb") as f:
             names = set(pq.read_schema(f).names)
-    except Exception:  # noqa: BLE001 - an unreadable footer: the caller reports the file
-        return None
+    except Exception as e:  # noqa: BLE001 - an unreadable footer raises several Arrow and OS errors
+        return None, f"not a readable Parquet file: {type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
     kinds = [kind for kind, sig in _SIGNATURES.items() if sig <= names]
-    return kinds[0] if len(kinds) == 1 else None
+    return (kinds[0] if len(kinds) == 1 else None), None
 
 
 def same_gpu(pool_sku: str, sku: str | None, name: str | None, run: dict | None = None) -> bool:
@@ -96,6 +98,9 @@ def run_problem(runs: pa.Table | None, shard) -> str | None:
     if run["attempt"] < 1 or run["shard"] < 0:
         return (f"run.parquet row 0: attempt {run['attempt']} and shard {run['shard']} (fields attempt, shard): "
                 "attempts count from 1 and shards from 0")
+    if run.get("status") not in RUN_STATUSES:
+        return (f"run.parquet row 0: status {run.get('status')!r} is not one of {', '.join(RUN_STATUSES)} "
+                "(field status)")
     if run["finished_at"] < run["started_at"]:
         return (f"run.parquet row 0: finished_at {run['finished_at'].isoformat()} is before started_at "
                 f"{run['started_at'].isoformat()} (field finished_at)")
@@ -127,13 +132,27 @@ def filter_results(shard, run: dict) -> pa.Table:
                 why = f"row {i}: unknown dtype {r['dtype']!r} (field dtype); known: {sorted(DTYPE_BYTES)}"
         return why
 
-    table = shard.tables["case_results"]
+    table = _no_reading(shard, shard.tables["case_results"], "case_results")
     keep = _keep(shard, "case_results", table.to_pylist(), ("run_id", "case_id", "attempt"), problem)
     return pa.Table.from_pylist(keep, schema=table.schema)
 
 
 # Telemetry a device may not report: NaN there is "no reading", landed as null.
-_OPTIONAL_READINGS = ("temperature_c", "power_w")
+_OPTIONAL_READINGS = {"samples": ("temperature_c", "power_w"), "case_results": ("energy_per_call_j", "avg_power_w")}
+
+
+def _no_reading(shard, table: pa.Table, kind: str) -> pa.Table:
+    """`table` with NaN in its optional readings as null, each column's count noticed."""
+    for col in _OPTIONAL_READINGS[kind]:
+        if col in table.column_names and pa.types.is_floating(table.schema.field(col).type):
+            nan = pc.fill_null(pc.is_nan(table[col]), False)
+            n_nan = pc.sum(nan).as_py() or 0
+            if n_nan:
+                table = table.set_column(table.column_names.index(col), col,
+                                         pc.if_else(nan, pa.scalar(None, table.schema.field(col).type), table[col]))
+                shard.notices.append(f"{shard.kind_files.get(kind, shard.source)} [{kind}]: {n_nan} rows "
+                                     f"have NaN in {col}, read as no reading (null)")
+    return table
 
 
 def filter_samples(shard, run: dict, results: pa.Table) -> pa.Table:
@@ -141,15 +160,7 @@ def filter_samples(shard, run: dict, results: pa.Table) -> pa.Table:
     table = shard.tables.get("samples")
     if table is None:
         return schema.empty_table()
-    for col in _OPTIONAL_READINGS:
-        if col in table.column_names and pa.types.is_floating(table.schema.field(col).type):
-            nan = pc.fill_null(pc.is_nan(table[col]), False)
-            n_nan = pc.sum(nan).as_py() or 0
-            if n_nan:
-                table = table.set_column(table.column_names.index(col), col,
-                                         pc.if_else(nan, pa.scalar(None, table.schema.field(col).type), table[col]))
-                shard.notices.append(f"{shard.kind_files.get('samples', shard.source)} [samples]: {n_nan} rows "
-                                     f"have NaN in {col}, read as no reading (null)")
+    table = _no_reading(shard, table, "samples")
     cases = set(results.column("case_id").to_pylist())
     owners = shard.sample_owners
     ceiling = clock_ceiling_mhz(run.get("gpu_sku"))

@@ -52,12 +52,17 @@ def sample_problem(r: dict, i: int, run: dict, clock_ceiling: float | None) -> s
 
 
 _NON_NEGATIVE = ("n_samples", "flops_per_call", "bytes_per_call", "energy_per_call_j", "avg_power_w")
+# What the harness writes (schemas/tables.py); any other word would be mined as a failure of no known kind.
+CASE_STATUSES = ("ok", "failed", "skipped", "timeout", "oom", "crashed", "stopped")
+RUN_STATUSES = ("ok", "partial", "failed")
 
 
 def result_problem(r: dict, i: int, run: dict) -> str | None:
     if r["shard"] != run["shard"]:
         return (f"row {i}: case_results.shard {r['shard']} does not match the shard's run metadata "
                 f"(shard {run['shard']}); the files of different shards were mixed")
+    if r["status"] not in CASE_STATUSES:
+        return f"row {i}: status {r['status']!r} is not one of {', '.join(CASE_STATUSES)} (field status)"
     for col in _NON_NEGATIVE:
         v = r.get(col)
         if v is not None and not (math.isfinite(v) and v >= 0):
