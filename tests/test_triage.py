@@ -200,6 +200,11 @@ def test_triage_commands_list_ack_and_close_from_the_terminal(lifecycle, capsys)
         "carol", "fixed upstream", "carol", "bisecting")
     code, _, err = cli(capsys, "triage", "ack", lifecycle["closed"], "--note", "again", "--by", "dave")
     assert code == 2 and "closed" in err
+    code, _, err = cli(capsys, "triage", "close", slow_id, "--note", "mine now", "--by", "mallory")
+    assert code == 2 and "closed already" in err  # who closed it and why are kept
+    code, out, _ = cli(capsys, "triage", "list", "--status", "closed", "--owner", "memory", "--format", "json")
+    (row,) = [r for r in json.loads(out)["regressions"] if r["regression_id"] == slow_id]
+    assert (row["closed_by"], row["close_note"]) == ("carol", "fixed upstream")
     code, _, err = cli(capsys, "triage", "ack", "0000000000", "--note", "x", "--by", "dave")
     assert code == 2 and "no regression with id '0000000000'" in err
 
@@ -218,3 +223,14 @@ def test_the_nightly_report_lists_energy_changes_apart_with_the_latency_on_the_s
                    pd.DataFrame(), pd.DataFrame())
     assert "Regressions (slower): 0" in html and "Energy per call: 1 change(s)" in html
     assert "+10.0 %" in html and "+0.2 %" in html and "50 mJ" in html and "55 mJ" in html
+
+
+def test_the_dashboards_triage_write_runs_in_a_process_of_its_own_that_lets_the_metastore_go(tmp_path):
+    from pipelines.config.lake import Lake
+    from pipelines.triage.apply import apply
+    from pipelines.warehouse.preflight import metastore_holder
+
+    other = Lake(tmp_path / "lake")  # not this process's lake: the child starts Spark on it
+    status, detail = apply(other, "close", "0123456789", "alice", "fixed")
+    assert status == 404 and "no regression with id '0123456789'" in detail
+    assert (other.metastore).exists() and metastore_holder(other) is None  # the child has ended and let go

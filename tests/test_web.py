@@ -159,6 +159,23 @@ def test_a_triage_post_needs_the_csrf_token_a_name_and_a_note(client):
     assert r.status_code == 422 and "note is required" in detail(r)
     r = client.post("/regressions/not-an-id/ack", data={"by": "alice", "note": "x", "csrf_token": token})
     assert r.status_code == 400
+    r = client.post(url, data={"by": "alice", "note": "on it", "csrf_token": token}, headers={"origin": "null"})
+    assert r.status_code == 403 and "cross-site" in detail(r)  # a cross-origin redirect's re-post
+    r = client.post(url, data={"by": "alice", "note": "on it", "csrf_token": "\u00e9"})
+    assert r.status_code == 403  # not a 500
+    r = client.post(url, data={"by": "alice", "note": "on \u202eti", "csrf_token": token})
+    assert r.status_code == 422 and "direction overrides" in detail(r)
+
+
+def test_a_csrf_cookie_planted_by_another_page_of_the_host_is_replaced_not_adopted(bench):
+    planted = "A" * 43  # a page on another port of 127.0.0.1 can set this host's cookies
+    with TestClient(create_app(bench["lake"]), raise_server_exceptions=False, base_url=LOCAL, client=PEER) as c:
+        c.cookies.set("perflake_csrf", planted)
+        r = c.post("/regressions/0123456789/close", data={"by": "mallory", "note": "x", "csrf_token": planted})
+        assert r.status_code == 403 and "CSRF" in detail(r)
+        page = c.get("/regressions")
+        issued = page.cookies.get("perflake_csrf")
+        assert issued and issued != planted and f'value="{issued}"' in page.text
 
 
 def test_with_sql_users_a_triage_post_proves_its_name_with_that_users_password(bench, tmp_path):
@@ -188,6 +205,13 @@ def test_with_a_token_every_request_needs_it(bench):
         assert r.headers["location"].endswith("?kernel=copy&q=a%26kernel%3Dx")  # values stay encoded
         assert c.get("/explorer?kernel=copy").status_code == 200  # the cookie now
         assert c.get("/healthz").status_code == 200
+    with TestClient(create_app(bench["lake"], token=token), raise_server_exceptions=False, base_url=LOCAL,
+                    client=PEER) as c:
+        assert c.get("/series/healthz").status_code == 401  # only the health check itself is open
+        assert c.get("/?token=%C3%A9").status_code == 401  # not a 500
+        r = c.get("/", headers={"authorization": "Bearer \u00e9".encode()})
+        assert r.status_code == 401 and r.headers["x-frame-options"] == "SAMEORIGIN"
+        assert r.headers["x-content-type-options"] == "nosniff" and r.headers["cache-control"] == "no-store"
 
 
 def test_the_dashboard_listens_beyond_loopback_only_when_asked_and_with_a_token(monkeypatch):

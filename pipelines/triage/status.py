@@ -80,8 +80,8 @@ def set_status(spark: SparkSession, lake: Lake, where: Column, what: str, status
             raise KeyError(f"no regression with {what} in {name}; list them with: perflake triage list --all")
         if any(r.status == "cleared" for r in found):
             raise ValueError(f"the regression with {what} was cleared (its next run did not agree): nothing to triage")
-        if status == "acknowledged" and any(r.status == "closed" for r in found):
-            raise ValueError(f"the regression with {what} is closed; closing is final")
+        if any(r.status == "closed" for r in found):  # who closed it and why are kept, never overwritten
+            raise ValueError(f"the regression with {what} is closed already; closing is final")
         who, when, why = _FIELDS[status]
         updates = {"status_since": F.when(F.col("status") != F.lit(status), F.lit(at)).otherwise(F.col("status_since")),
                    "status": F.lit(status), who: F.lit(by), when: F.lit(at), why: F.lit(note).cast("string")}

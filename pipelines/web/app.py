@@ -11,7 +11,6 @@ name are answered (no DNS rebinding).
 from __future__ import annotations
 
 import contextlib
-import hmac
 import ipaddress
 import logging
 from urllib.parse import urlencode, urlsplit
@@ -23,7 +22,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pipelines.config.lake import Lake
-from pipelines.web import compare, explorer, models, overview, regressions, roofline, series
+from pipelines.web import compare, csrf, explorer, models, overview, regressions, roofline, series
 from pipelines.web.reader import Reader
 from pipelines.web.render import HERE, TEMPLATES
 
@@ -33,7 +32,7 @@ TOKEN_COOKIE = "perflake_token"
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'")
 TITLES = {400: "Bad request", 401: "Token required", 403: "Forbidden", 404: "Not found", 405: "Method not allowed",
-          409: "Conflict", 422: "Missing or invalid field", 500: "Internal error"}
+          409: "Conflict", 422: "Missing or invalid field", 500: "Internal error", 503: "Try again later"}
 
 
 def create_app(lake: Lake, token: str | None = None) -> FastAPI:
@@ -48,6 +47,7 @@ def create_app(lake: Lake, token: str | None = None) -> FastAPI:
 
     app = FastAPI(title="perflake", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.lake, app.state.reader, app.state.token = lake, Reader(lake), token or None
+    app.state.csrf_key = csrf.new_key()  # signs the forms' tokens; a restart asks for a reload
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     for module in (overview, explorer, series, regressions, compare, roofline, models):
         app.include_router(module.router)
@@ -69,22 +69,21 @@ def create_app(lake: Lake, token: str | None = None) -> FastAPI:
                                              "on another name that resolves here would otherwise read and post "
                                              "as you: DNS rebinding); set a token to serve it under other names")
         if app.state.token and not _authorized(request, app.state.token):
-            if request.query_params.get("token") and hmac.compare_digest(request.query_params["token"],
-                                                                         app.state.token):
+            if request.query_params.get("token") and csrf.same(request.query_params["token"], app.state.token):
                 rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
                 url = request.url.replace(query=urlencode(rest))  # re-encoded: a value's '&' stays in it
                 response = RedirectResponse(str(url), status_code=303)
                 response.set_cookie(TOKEN_COOKIE, app.state.token, httponly=True, samesite="strict",
-                                    path=request.scope.get("root_path", "").rstrip("/") or "/")
+                                    path=request.scope.get("root_path", "").rstrip("/") or "/",
+                                    secure=request.url.scheme == "https")
                 return response
             return _error_page(request, 401, "this dashboard needs its token: open it once with ?token=... "
                                              "or send 'Authorization: Bearer ...'")
-        response = await call_next(request)
-        response.headers.setdefault("Content-Security-Policy", CSP)
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("Referrer-Policy", "same-origin")
+        response = _secured(await call_next(request))
         if request.url.path.startswith(f"{request.scope.get('root_path', '').rstrip('/')}/static/"):
             response.headers["Cache-Control"] = "public, max-age=86400"
+        else:  # pages show triage state and notes: not kept by shared caches or the back button
+            response.headers.setdefault("Cache-Control", "no-store")
         return response
 
     @app.exception_handler(StarletteHTTPException)
@@ -123,17 +122,27 @@ def _loopback_peer(request: Request) -> bool:
 
 
 def _authorized(request: Request, token: str) -> bool:
-    if request.url.path.endswith("/healthz"):
+    if request.url.path == f"{request.scope.get('root_path', '').rstrip('/')}/healthz":
         return True
     header = request.headers.get("authorization", "")
     given = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else request.cookies.get(
         TOKEN_COOKIE, "")
-    return bool(given) and hmac.compare_digest(given, token)
+    return bool(given) and csrf.same(given, token)
+
+
+def _secured(response):
+    """Every answer, a page or a refusal: scripts and frames from this app only, no MIME
+    sniffing, no referrer beyond this site."""
+    response.headers.setdefault("Content-Security-Policy", CSP)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("Referrer-Policy", "same-origin")
+    response.headers.setdefault("X-Frame-Options", "SAMEORIGIN")
+    return response
 
 
 def _error_page(request: Request, status: int, detail: str) -> HTMLResponse:
     response = TEMPLATES.TemplateResponse(request, "error.html", {
         "status": status, "title": TITLES.get(status, "Error"), "detail": detail, "current": ""},
         status_code=status)
-    response.headers["Content-Security-Policy"] = CSP
-    return response
+    response.headers["Cache-Control"] = "no-store"
+    return _secured(response)

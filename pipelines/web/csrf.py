@@ -1,9 +1,20 @@
-"""CSRF protection for the triage forms: a random token in a SameSite=Strict, HttpOnly
-cookie, repeated in a hidden field of every form (double submit), and an Origin check.
+"""CSRF protection for the triage forms: a token in a SameSite=Strict, HttpOnly cookie,
+repeated in a hidden field of every form (double submit), and an Origin check.
+
 A cross-site page can make the browser post a form, but it can neither read the cookie
-to fill in the field nor send the cookie along (SameSite)."""
+to fill in the field nor send the cookie along (SameSite). Two holes of a plain double
+submit are closed as well:
+- a page on another port of the same host is same-site, and can set a cookie for this
+  one (cookies are not kept apart by port): so a token is this server's only if it
+  carries the server's signature (an HMAC under a key made when the app starts), and a
+  planted one is replaced, never adopted;
+- a cross-origin redirect makes the browser post with `Origin: null`: refused, as is any
+  other origin than this host (the dashboard's own pages send theirs: Referrer-Policy
+  same-origin).
+"""
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 from urllib.parse import urlsplit
@@ -15,10 +26,34 @@ COOKIE = "perflake_csrf"
 FIELD = "csrf_token"
 
 
+def new_key() -> bytes:
+    return secrets.token_bytes(32)
+
+
+def _sign(key: bytes, nonce: str) -> str:
+    return hmac.new(key, nonce.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def _valid(key: bytes, value: str) -> bool:
+    nonce, _, signature = value.partition(".")
+    return bool(nonce and signature) and same(signature, _sign(key, nonce))
+
+
+def same(a: str, b: str) -> bool:
+    """Constant-time equality of two strings of any characters (hmac.compare_digest
+    refuses a str that is not ASCII: a 500 for a request's stray byte)."""
+    return hmac.compare_digest(a.encode("utf-8", "surrogateescape"), b.encode("utf-8", "surrogateescape"))
+
+
 def token(request: Request) -> str:
-    """The request's token: its cookie's, or a new one (set on the response by `attach`)."""
+    """The request's token: its cookie's where this server signed it, else a new one (set
+    on the response by `attach`)."""
+    key = request.app.state.csrf_key
     existing = request.cookies.get(COOKIE, "")
-    return existing if len(existing) == 43 else secrets.token_urlsafe(32)
+    if _valid(key, existing):
+        return existing
+    nonce = secrets.token_urlsafe(24)
+    return f"{nonce}.{_sign(key, nonce)}"
 
 
 def attach(response, request: Request, value: str) -> None:
@@ -29,10 +64,11 @@ def attach(response, request: Request, value: str) -> None:
 
 
 def check(request: Request, submitted: str | None) -> None:
-    """403 unless the form's token matches the cookie and the request comes from this site."""
+    """403 unless the request comes from this site and the form's token is the cookie's,
+    signed by this server."""
     origin = request.headers.get("origin")
-    if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
+    if origin is not None and (origin == "null" or urlsplit(origin).netloc != request.headers.get("host")):
         raise HTTPException(403, f"cross-site form post refused (origin {origin})")
     cookie = request.cookies.get(COOKIE, "")
-    if not cookie or not submitted or not hmac.compare_digest(cookie, submitted):
+    if not (cookie and submitted and same(cookie, submitted) and _valid(request.app.state.csrf_key, cookie)):
         raise HTTPException(403, "the form's CSRF token is missing or stale: reload the page and submit again")

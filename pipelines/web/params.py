@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import unicodedata
 
 from starlette.exceptions import HTTPException
 
@@ -126,4 +127,7 @@ def note(value: str | None, param: str = "note") -> str:
         raise BadParameter(param, value, "a note is required: what is being done, or why", status=422)
     if len(value) > 500 or any(ord(c) < 32 and c not in "\t" for c in value):
         raise BadParameter(param, value, "a note is one line of at most 500 characters", status=422)
+    if any(unicodedata.category(c) == "Cf" for c in value):  # U+202E and kin make a note read otherwise
+        raise BadParameter(param, value, "a note of visible characters (no direction overrides or other "
+                                         "invisible format characters)", status=422)
     return value

@@ -75,6 +75,18 @@ def check_identity(lake, who: str, password: str) -> None:
                                  f"actions need the name and password you use for JDBC")
 
 
+def _write(lake, action: str, regression_id: str, who: str, why: str) -> tuple[int, str] | None:
+    """The write, through pipelines.triage.status, in a process of its own (triage.apply):
+    the dashboard never holds a Spark JVM, nor with it the lake's embedded metastore.
+    Where this process runs Spark already (the tests), in it."""
+    from pyspark import SparkContext
+
+    from pipelines.triage.apply import apply, write_here
+
+    here = SparkContext._active_spark_context is not None
+    return (write_here if here else apply)(lake, action, regression_id, who, why)
+
+
 @router.post("/regressions/{regression_id}/{action}")
 def set_status(request: Request, regression_id: str, action: str, by: str = Form(""), note: str = Form(""),
                csrf_token: str = Form(""), state: str = Form("open"), password: str = Form("")):
@@ -85,18 +97,12 @@ def set_status(request: Request, regression_id: str, action: str, by: str = Form
     state = state if state in STATES else "open"
     lake = request.app.state.lake
     check_identity(lake, who, password)
-    from pipelines.triage import status as triage
-    from pipelines.warehouse.session import get_spark
-
-    change = triage.acknowledge if action == "ack" else triage.close
     with _WRITE:
         try:
-            change(get_spark(lake, app="perflake-web"), lake, regression_id, by=who, note=why)
-        except KeyError as e:
-            raise HTTPException(404, str(e).strip("'\"")) from None
-        except ValueError as e:
-            raise HTTPException(409, str(e)) from None
+            refused = _write(lake, action, regression_id, who, why)
         finally:
             request.app.state.reader.reload("regressions")
+    if refused:
+        raise HTTPException(*refused)
     return RedirectResponse(link(request, "/regressions", state=state, done=f"{action}:{regression_id}"),
                             status_code=303)
