@@ -176,6 +176,12 @@ def test_a_csrf_cookie_planted_by_another_page_of_the_host_is_replaced_not_adopt
         page = c.get("/regressions")
         issued = page.cookies.get("perflake_csrf")
         assert issued and issued != planted and f'value="{issued}"' in page.text
+    key = bench["lake"].root / "services" / "web" / "csrf.key"
+    assert key.stat().st_mode & 0o777 == 0o600
+    with TestClient(create_app(bench["lake"]), raise_server_exceptions=False, base_url=LOCAL, client=PEER) as other:
+        other.cookies.set("perflake_csrf", issued)  # a second worker of the same app takes the first one's token
+        r = other.post("/regressions/0123456789/close", data={"by": "alice", "note": "", "csrf_token": issued})
+        assert r.status_code == 422 and "note is required" in detail(r)  # past the CSRF check
 
 
 def test_with_sql_users_a_triage_post_proves_its_name_with_that_users_password(bench, tmp_path):

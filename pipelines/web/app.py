@@ -47,7 +47,7 @@ def create_app(lake: Lake, token: str | None = None) -> FastAPI:
 
     app = FastAPI(title="perflake", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.lake, app.state.reader, app.state.token = lake, Reader(lake), token or None
-    app.state.csrf_key = csrf.new_key()  # signs the forms' tokens; a restart asks for a reload
+    app.state.csrf_key = csrf.lake_key(lake.root)  # signs the forms' tokens, in every worker alike
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     for module in (overview, explorer, series, regressions, compare, roofline, models):
         app.include_router(module.router)

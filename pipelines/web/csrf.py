@@ -6,8 +6,10 @@ to fill in the field nor send the cookie along (SameSite). Two holes of a plain 
 submit are closed as well:
 - a page on another port of the same host is same-site, and can set a cookie for this
   one (cookies are not kept apart by port): so a token is this server's only if it
-  carries the server's signature (an HMAC under a key made when the app starts), and a
-  planted one is replaced, never adopted;
+  carries the server's signature (an HMAC under the lake's key,
+  `<lake>/services/web/csrf.key`, readable by its owner only and shared by every worker
+  that serves the app, as the Airflow API server's do), and a planted one is replaced,
+  never adopted;
 - a cross-origin redirect makes the browser post with `Origin: null`: refused, as is any
   other origin than this host (the dashboard's own pages send theirs: Referrer-Policy
   same-origin).
@@ -16,7 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import secrets
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from starlette.exceptions import HTTPException
@@ -26,8 +30,23 @@ COOKIE = "perflake_csrf"
 FIELD = "csrf_token"
 
 
-def new_key() -> bytes:
-    return secrets.token_bytes(32)
+def lake_key(root: Path) -> bytes:
+    """The lake's signing key, made on first use: written whole under a temporary name,
+    then linked into place, so that two workers starting at once read the same key."""
+    path = root / "services" / "web" / "csrf.key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".csrf.key.tmp-{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another worker's key won
+        finally:
+            tmp.unlink(missing_ok=True)
+    return bytes.fromhex(path.read_text().strip())
 
 
 def _sign(key: bytes, nonce: str) -> str:

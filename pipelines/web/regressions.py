@@ -78,12 +78,14 @@ def check_identity(lake, who: str, password: str) -> None:
 def _write(lake, action: str, regression_id: str, who: str, why: str) -> tuple[int, str] | None:
     """The write, through pipelines.triage.status, in a process of its own (triage.apply):
     the dashboard never holds a Spark JVM, nor with it the lake's embedded metastore.
-    Where this process runs Spark already (the tests), in it."""
+    Where this process runs Spark on this lake already (the tests), in it."""
     from pyspark import SparkContext
 
     from pipelines.triage.apply import apply, write_here
 
-    here = SparkContext._active_spark_context is not None
+    sc = SparkContext._active_spark_context  # any thread's (a session is the thread's that made it)
+    here = sc is not None and sc.getConf().get("spark.sql.warehouse.dir", "").removeprefix("file:") == str(
+        lake.warehouse)
     return (write_here if here else apply)(lake, action, regression_id, who, why)
 
 
