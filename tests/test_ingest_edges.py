@@ -269,3 +269,20 @@ def test_a_hidden_folder_is_named_not_silently_left_out(tmp_path, lake):
     report = run(tmp_path / "in", lake)
     assert report.ok and any("left out 1 hidden entry" in n for n in report.notices)
     assert run(tmp_path / "in" / ".uploads", lake).ok  # named, it is ingested
+
+
+def test_a_pipe_is_named_as_such_and_a_sample_row_without_a_case_is_named_in_the_refusal(tmp_path, lake):
+    import os
+
+    d = write_shard(tmp_path / "a", run_id="r1")
+    os.mkfifo(d / "extra.parquet")
+    os.mkfifo(tmp_path / "given")
+    report = run([d, tmp_path / "given"], lake)
+    assert any(i.source.endswith("given") and "a pipe, socket or device" in i.reason for i in report.issues)
+    assert any(i.source.endswith("extra.parquet") and "not a file" in i.reason for i in report.issues)
+    b = write_shard(tmp_path / "b", run_id="r2")
+    samples = pq.read_table(b / "samples.parquet").to_pylist()
+    samples[0]["case_id"] = None  # another writer's file, whose schema lets it be null
+    pq.write_table(pa.Table.from_pylist(samples), b / "samples.parquet")
+    report = run(b, lake)
+    assert "1 sample rows could not be read, first: row 0: field case_id is null" in report.issues[-1].reason

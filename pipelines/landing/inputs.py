@@ -60,6 +60,8 @@ def discover(paths, report: IngestReport) -> list[Path]:
                 out.setdefault(f.resolve(), f)
         elif p.is_file():
             out.setdefault(p.resolve(), p)
+        elif p.exists():
+            report.issues.append(Issue(str(p), "not a file or folder (a pipe, socket or device): nothing to read"))
         else:
             report.issues.append(Issue(str(p), "no such file or directory"))
     return list(out.values())
@@ -90,6 +92,8 @@ def _walk(top: Path, report: IngestReport, hidden: list[Path]):
             f = Path(root) / name
             if not name.startswith(".") and (f.is_file() or (f.is_symlink() and not f.exists())):
                 yield f  # a broken link too: sniff names it, never left out silently
+            elif not name.startswith("."):
+                report.issues.append(Issue(str(f), "not a file (a pipe, socket or device): not read"))
 
 
 def sniff(path: Path) -> tuple[str | None, str | None]:

@@ -113,9 +113,11 @@ def unmet_claims(shard) -> str | None:
     for i, r in enumerate(shard.tables["case_results"].to_pylist()):
         claimed, held = r.get("n_samples") or 0, shard.present.get(r["case_id"], 0)
         if claimed > held:
+            unread = [why for where, why, _ in shard.rejects if where.endswith("[samples]")]
+            also = (f" ({len(unread)} sample rows could not be read, first: {unread[0]})" if unread else "")
             return (f"incomplete shard: {src} row {i} (case {r['case_id']}, status {r['status']}) claims "
-                    f"n_samples {claimed} (field n_samples), the samples file holds {held} for it; upload the "
-                    "complete samples file")
+                    f"n_samples {claimed} (field n_samples), the samples file holds {held} for it{also}; upload "
+                    "the complete samples file")
     return None
 
 
