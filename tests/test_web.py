@@ -165,6 +165,8 @@ def test_a_triage_post_needs_the_csrf_token_a_name_and_a_note(client):
     assert r.status_code == 403  # not a 500
     r = client.post(url, data={"by": "alice", "note": "on \u202eti", "csrf_token": token})
     assert r.status_code == 422 and "direction overrides" in detail(r)
+    r = client.post(url, data={"by": "alice", "note": "x" * 100_000, "csrf_token": token})
+    assert r.status_code == 413  # refused before the body is parsed
 
 
 def test_a_csrf_cookie_planted_by_another_page_of_the_host_is_replaced_not_adopted(bench):

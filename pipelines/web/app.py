@@ -31,8 +31,10 @@ TOKEN_COOKIE = "perflake_token"
 # Scripts and styles come from this app only (the charting library is vendored).
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'")
+# The triage forms are a name, a note (500 characters) and a token: a body past this is refused unread.
+MAX_FORM_BYTES = 64 * 1024
 TITLES = {400: "Bad request", 401: "Token required", 403: "Forbidden", 404: "Not found", 405: "Method not allowed",
-          409: "Conflict", 422: "Missing or invalid field", 500: "Internal error", 503: "Try again later"}
+          409: "Conflict", 413: "Request too large", 422: "Missing or invalid field", 500: "Internal error", 503: "Try again later"}
 
 
 def create_app(lake: Lake, token: str | None = None) -> FastAPI:
@@ -79,6 +81,10 @@ def create_app(lake: Lake, token: str | None = None) -> FastAPI:
                 return response
             return _error_page(request, 401, "this dashboard needs its token: open it once with ?token=... "
                                              "or send 'Authorization: Bearer ...'")
+        length = request.headers.get("content-length", "0")
+        if request.method == "POST" and (not length.isdigit() or int(length) > MAX_FORM_BYTES):
+            return _error_page(request, 413, f"a form of at most {MAX_FORM_BYTES // 1024} KiB, with its length "
+                                             "given (Content-Length)")
         response = _secured(await call_next(request))
         if request.url.path.startswith(f"{request.scope.get('root_path', '').rstrip('/')}/static/"):
             response.headers["Cache-Control"] = "public, max-age=86400"
