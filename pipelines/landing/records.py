@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.config.lake import Lake, safe_date
+from pipelines.config.processes import alive
 from pipelines.landing.files import atomic_write
 from pipelines.landing.report import IngestReport, Issue
 from schemas.tables import QUARANTINE
@@ -89,18 +90,8 @@ def remove_dead_temporaries(folder: Path) -> None:
     before their rename left in `folder` and below: no live process owns them."""
     for tmp in folder.rglob(".*.tmp-*") if folder.is_dir() else []:
         pid = tmp.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             tmp.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def one_line(e: Exception) -> str:
