@@ -28,10 +28,17 @@ def _task_name(prefix: str, pool: str) -> str:
 
 @task
 def run_info() -> dict:
+    """The run's parameters, checked: a bad one fails the run here, at once and without
+    retries, in one sentence that names it (pipelines.orchestration.tasks.check_params)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
     from pipelines.orchestration.tasks import run_info as info
 
     ctx = get_current_context()
-    return info(ctx["params"], ctx.get("logical_date"), ctx["dag_run"])
+    try:
+        return info(ctx["params"], ctx.get("logical_date"), ctx["dag_run"])
+    except ValueError as e:
+        raise AirflowFailException(f"bad run parameters: {e}") from None
 
 
 @task
@@ -52,7 +59,8 @@ def run_shard(shard: dict) -> dict:
 
 
 @task(outlets=[RAW_SAMPLES], trigger_rule="all_done")
-def land(info: dict, results: list) -> dict:
+def land(info: dict | None, results: list) -> dict:
+    _refused(info)
     ctx = get_current_context()
     ctx["outlet_events"][RAW_SAMPLES].extra = {"dt": info["dt"], "pools": info["pools"], "mined_in_dag": True}
     landed = [r for group in results for r in (group or [])]
@@ -79,14 +87,24 @@ def mine(info: dict, landed: dict, rerun: bool = False) -> dict:
 
 
 @task(trigger_rule="all_done")
-def notify(info: dict) -> dict:
+def notify(info: dict | None) -> dict:
     """Each owner's digest of the night: regressions confirmed since this run began (by
     cause), improvements, overdue triage and missing data (pipelines.triage.digest). Runs
     whatever mining did, so that a pool that produced nothing is reported."""
     from pipelines.triage.digest import notify_night
 
+    _refused(info)
     dag_run = get_current_context()["dag_run"]
     return notify_night(info, since=dag_run.start_date or dag_run.run_after)
+
+
+def _refused(info: dict | None) -> None:
+    """Skip a task that runs whatever happened before it (all_done) when run_info refused
+    the run's parameters: there is no run to land or report on."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    if info is None:
+        raise AirflowSkipException("the run's parameters were refused (run_info says why): nothing to do")
 
 
 def sweep() -> None:
@@ -101,4 +119,15 @@ def sweep() -> None:
                      .expand(shard=plan.override(task_id=_task_name("plan_rerun", name))(info, name, mined))
                      for name, p in POOLS.items()]
     rerun_landed = land.override(task_id="land_reruns")(info, rerun_results)
-    mine.override(task_id="mine_reruns")(info, rerun_landed, rerun=True) >> notify(info)
+    done = notify(info)
+    mine.override(task_id="mine_reruns")(info, rerun_landed, rerun=True) >> done
+    # land, land_reruns and notify run whatever happened before them, and a run's state is its
+    # leaves': without this verdict a sweep whose plan or every shard failed ended "success".
+    [info, *results, mined, *rerun_results, rerun_landed, done] >> verdict()
+
+
+@task(trigger_rule="one_failed", retries=0)
+def verdict() -> None:
+    """Fails the run when any task of it failed (skipped when none did): what landed was
+    mined and the digest went out, but the run is not a success."""
+    raise RuntimeError("a task of this sweep failed (its log says why); what landed was mined and the digest sent")

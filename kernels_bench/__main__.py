@@ -14,10 +14,11 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import sys
 import uuid
 
-from kernels_bench.device import DEFAULT_CPU_THREADS
+from kernels_bench.device import DEFAULT_CPU_THREADS, check_device
 from kernels_bench.errors import UsageError
 from kernels_bench.runner import STOPPED_EXIT, ShardSpec, ShardStopped, run_shard
 from kernels_bench.stopping import StoppingRule
@@ -138,6 +139,10 @@ def _run(args: argparse.Namespace) -> int:
             print(pc.case.case_id, pc.case.label, f"SKIP: {pc.skip_reason}" if pc.skip_reason else "")
         print(f"{len(suite.cases)} cases")
         return 0
+    if not suite.cases:
+        raise UsageError(f"no case of suite {args.suite!r} matches --kernel {args.kernel!r} / --cases "
+                         f"{args.cases!r}: nothing to run (`python -m kernels_bench list --suite {args.suite}`)")
+    _check_run_arguments(args)
     rule = suite.stopping
     if args.stopping:
         rule = _json_option("--stopping", args.stopping,
@@ -152,6 +157,8 @@ def _run(args: argparse.Namespace) -> int:
                      dag_run_id=args.dag_run_id, seed=args.seed, record_shard=args.record_shard,
                      cpu_threads=args.cpu_threads,
                      dt=args.date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"))
+    check_device(spec.device)  # as run_shard does first: a bad device is said before a folder is made
+    _make_out(args.out)
     try:
         paths = run_shard(suite, spec, args.out, rule=rule, injections=injections,
                           progress=lambda m: print(m, file=sys.stderr, flush=True))
@@ -162,6 +169,37 @@ def _run(args: argparse.Namespace) -> int:
         return STOPPED_EXIT
     print(json.dumps({k: str(v) for k, v in paths.items()}))
     return 0
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+\-:]{0,127}$")  # as the lake's partition names (safe_name)
+
+
+def _check_run_arguments(args: argparse.Namespace) -> None:
+    """UsageError for an argument the run would otherwise measure a whole shard with and
+    then fail on, or land under a wrong label: checked before the first sample."""
+    for flag, value in (("--run-id", args.run_id), ("--pool", args.pool)):
+        if value is not None and not _NAME.match(value):
+            raise UsageError(f"{flag} {value!r}: letters, digits and _ . + - : only (it names a folder of the lake)")
+    if args.date is not None:
+        try:
+            if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", args.date):
+                raise ValueError
+            dt.date.fromisoformat(args.date)
+        except ValueError:
+            raise UsageError(f"--date {args.date!r} is not a calendar date YYYY-MM-DD") from None
+    if args.attempt < 1 or (args.record_shard is not None and args.record_shard < 0):
+        raise UsageError("--attempt counts from 1 and --record-shard from 0")
+
+
+def _make_out(out: str) -> None:
+    """The output folder, made before the first sample: a path that cannot hold it is a
+    UsageError now, not an OSError after the whole shard was measured."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError(f"--out {out}: a file is there, not a folder")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot make this folder ({e.strerror})") from None
 
 
 def _entry() -> int:

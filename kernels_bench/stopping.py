@@ -20,11 +20,34 @@ class StoppingRule:
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "StoppingRule":
+        """The rule from a mapping (a suite file, `--stopping`, a DAG run's `stopping`):
+        ValueError naming the key for one that is unknown, of the wrong type, or out of
+        LIMITS (a budget that would crash the measurement, hold a GPU for hours or fill
+        the memory)."""
         d = dict(d or {})
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ValueError(f"stopping rule: unknown keys {sorted(unknown)}")
-        return cls(**d)
+            raise ValueError(f"stopping rule: unknown keys {sorted(unknown)}; the keys are "
+                             f"{sorted(cls.__dataclass_fields__)}")
+        for key, value in d.items():
+            low, high = LIMITS[key]
+            whole = key.endswith("_samples")
+            number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            if not number or (whole and value != int(value)):
+                raise ValueError(f"stopping.{key} is {value!r}: expected {'a whole number' if whole else 'a number'}")
+            if not low <= value <= high:
+                raise ValueError(f"stopping.{key} is {value!r}: expected {low} to {high}")
+            d[key] = int(value) if whole else float(value)
+        rule = cls(**d)
+        if rule.max_samples < rule.min_samples:
+            raise ValueError(f"stopping.max_samples {rule.max_samples} is below stopping.min_samples {rule.min_samples}")
+        return rule
+
+
+# What a rule may ask: at least one sample, at most a million a case (each is kept), and
+# no case longer than three hours (a shard's task times out after two).
+LIMITS = {"min_samples": (1, 1_000_000), "max_samples": (1, 1_000_000), "min_time_s": (0.0, 10_800.0),
+          "timeout_s": (0.001, 10_800.0), "max_noise": (0.0, 1.0)}
 
 
 @dataclass

@@ -50,6 +50,14 @@ def one_line(status: int, err: str) -> str:
     (["--stopping", '{"min_tme_s": 1}'], ["--stopping:", "min_tme_s"]),
     (["--device", "sim:L40S", "--inject", '[{"factor": 2}]'], ["--inject:"]),
     (["--suite", "nosuch"], ["no suite 'nosuch'"]),
+    (["--kernel", "nomatch"], ["matches --kernel 'nomatch'", "nothing to run"]),
+    (["--date", "2026-02-30"], ["--date '2026-02-30' is not a calendar date"]),
+    (["--date", "26-11-30"], ["--date '26-11-30'"]),
+    (["--run-id", "../../x"], ["--run-id '../../x'"]),
+    (["--attempt", "-5"], ["--attempt counts from 1"]),
+    (["--stopping", '{"timeout_s": 1e12}'], ["stopping.timeout_s is 1000000000000.0: expected 0.001 to 10800.0"]),
+    (["--stopping", '{"max_samples": 0}'], ["stopping.max_samples is 0"]),
+    (["--stopping", '{"min_samples": "lots"}'], ["stopping.min_samples is 'lots': expected a whole number"]),
 ])
 def test_a_mistake_in_a_run_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, args, says):
     out = tmp_path / "out"
@@ -57,6 +65,14 @@ def test_a_mistake_in_a_run_is_one_line_exit_2_and_nothing_written(tmp_path, cap
     line = one_line(main(argv), capsys.readouterr().err)
     assert all(s in line for s in says), line
     assert not out.exists()
+
+
+def test_an_out_that_cannot_be_written_is_refused_before_anything_is_measured(tmp_path, capsys):
+    taken = tmp_path / "a-file"
+    taken.write_text("x")
+    for out, says in ((taken, "a file is there, not a folder"), ("/proc/nope", "cannot make this folder")):
+        line = one_line(main(["run", "--suite", "gemm-demo", "--out", str(out)]), capsys.readouterr().err)
+        assert says in line, line
 
 
 def test_cuda_without_a_gpu_says_so_and_offers_cpu_and_sim(tmp_path, capsys, monkeypatch):

@@ -99,3 +99,24 @@ def test_each_published_partition_is_compacted_into_one_file(nightly, lake):
         parts = list((lake.table_path(table) / "dt=2030-01-02").glob("pool=*"))
         assert {p.name for p in parts} == {"pool=cpu", "pool=sim-h100"}
         assert all(len(snapshots.live_files(p)) == 1 for p in parts), table
+
+
+@pytest.mark.parametrize("conf, said", [
+    ({"pools": ["cpu"], "suite": ["llm-gemm"]}, "unknown run parameter 'suite' (did you mean 'suites'?)"),
+    ({"pools": ["cpu"], "suites": ["gemm-demo"], "stopping": {"timeout_s": 1e12}}, "stopping.timeout_s is"),
+])
+def test_a_run_with_a_bad_parameter_fails_at_once_naming_it_and_the_run_is_failed(spark, lake, conf, said, capfd):
+    from pipelines.orchestration.airflow_env import prepare_airflow, sync_pools
+    from pipelines.orchestration.demo import load_dag
+
+    prepare_airflow(lake)
+    sync_pools()
+    dag_run = load_dag("nightly_sweep").test(
+        logical_date=datetime.datetime(2030, 2, 1 + len(said) % 20, 2, tzinfo=datetime.timezone.utc), run_conf=conf)
+    assert "failed" in str(dag_run.state)  # not "success", as it was when only notify's state counted
+    states = {ti.task_id: (str(ti.state), ti.try_number) for ti in dag_run.get_task_instances()}
+    assert states["run_info"][0].endswith("failed") and states["run_info"][1] == 1  # no retries of it
+    assert states["verdict"][0].endswith("failed")
+    assert states["land"][0].endswith("skipped") and states["notify"][0].endswith("skipped")
+    out = capfd.readouterr()
+    assert f"bad run parameters: {said}" in out.out + out.err

@@ -9,11 +9,55 @@ import datetime
 from pipelines.config.lake import Lake
 from pipelines.sweep.ids import pool_run_id, run_date, sweep_run_id, sweep_run_ids
 
-RERUN_BUDGET = 3  # a confirmation rerun takes this many times the samples and time
+RERUN_BUDGET = 3  # a confirmation rerun takes this many times the samples and time (within stopping.LIMITS)
+
+
+# The run parameters of the sweep DAGs (dags/nightly_sweep.py, dags/backfill_hardware.py).
+RUN_PARAMS = ("pools", "suites", "kernel", "stopping", "inject", "reason", "inject_failure")
+MAX_SUITES = 50
+
+
+def check_params(params: dict) -> None:
+    """ValueError, one sentence naming the parameter, for a run the sweep would otherwise
+    start and fail late in (or run wrongly): a misspelt key (ignored by Airflow, so the
+    run would sweep the defaults), an unknown suite, a kernel glob that matches no case,
+    a stopping rule out of its limits."""
+    import difflib
+
+    from kernels_bench.stopping import StoppingRule
+    from kernels_bench.suite import SuiteError, load_suite
+
+    for key in params:
+        if key not in RUN_PARAMS:
+            near = difflib.get_close_matches(key, RUN_PARAMS, n=1)
+            raise ValueError(f"unknown run parameter {key!r}{f' (did you mean {near[0]!r}?)' if near else ''}; "
+                             f"the parameters are {', '.join(RUN_PARAMS)}")
+    suites = list(params.get("suites") or [])
+    if not suites or len(suites) > MAX_SUITES or len(set(suites)) != len(suites):
+        raise ValueError(f"suites {suites[:5]}{'...' if len(suites) > 5 else ''}: give 1 to {MAX_SUITES} suites, "
+                         "each once")
+    if not params.get("pools"):
+        raise ValueError("pools is empty: name at least one pool to sweep")
+    loaded = []
+    for name in suites:
+        if not isinstance(name, str) or "/" in name or name.endswith((".yaml", ".yml")):
+            raise ValueError(f"suites: {name!r} is not a suite name (a sweep names shipped suites, "
+                             "`python -m kernels_bench list`; its shards run the suite of that name)")
+        try:
+            loaded.append(load_suite(name))
+        except SuiteError as e:
+            raise ValueError(f"suites: {e}") from None
+    kernel = params.get("kernel")
+    if kernel and not any(s.filter(kernel).cases for s in loaded):
+        kernels = sorted({pc.case.kernel for s in loaded for pc in s.cases})
+        raise ValueError(f"kernel {kernel!r} matches no case of the suites {suites} (kernels: {kernels})")
+    StoppingRule.from_dict(params.get("stopping"))
 
 
 def run_info(params: dict, logical_date, dag_run) -> dict:
-    """What every task of a sweep needs to know about its DAG run."""
+    """What every task of a sweep needs to know about its DAG run (its parameters
+    checked first: check_params)."""
+    check_params(params)
     dt = run_date(logical_date, dag_run.run_after)
     return {"dt": dt, "run_id": sweep_run_id(dag_run.run_id, dt), "pools": list(params["pools"]),
             "suites": list(params["suites"]), "kernel": params.get("kernel") or None,
@@ -38,6 +82,7 @@ def plan(info: dict, pool: str, rerun_of: dict | None = None) -> list[dict]:
     case_ids = (rerun_of.get("unstable") or {}).get(pool) or []
     if not case_ids:
         return []
+    from kernels_bench.stopping import LIMITS
     from kernels_bench.suite import load_suite
 
     # RERUN_BUDGET times the budget the first run had: its suite's rule with the run's
@@ -45,8 +90,8 @@ def plan(info: dict, pool: str, rerun_of: dict | None = None) -> list[dict]:
     shards = []
     for suite in info["suites"]:
         base = {**load_suite(suite).stopping.__dict__, **(info["stopping"] or {})}
-        bigger = {**base, "min_samples": base["min_samples"] * RERUN_BUDGET,
-                  "min_time_s": base["min_time_s"] * RERUN_BUDGET, "timeout_s": base["timeout_s"] * RERUN_BUDGET}
+        bigger = {**base, "min_samples": min(base["min_samples"] * RERUN_BUDGET, base["max_samples"]),
+                  **{k: min(base[k] * RERUN_BUDGET, LIMITS[k][1]) for k in ("min_time_s", "timeout_s")}}
         shards += plan_shards(run_id=pool_run_id(info["run_id"], pool, rerun=True), reason="rerun", stopping=bigger,
                               case_ids=case_ids, **{**common, "suites": [suite]})
     for landing_shard, s in enumerate(shards):  # unique within the run, as plan_shards numbers them
