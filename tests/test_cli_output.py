@@ -84,3 +84,37 @@ def test_project_csv_and_json_are_one_document_for_every_target_with_their_own_e
         ("B200-SXM-180GB", "gemm"), ("B200-SXM-180GB", "attention"),
         ("H200-SXM-141GB", "gemm"), ("H200-SXM-141GB", "attention")]
     assert parsed[1]["median_abs_error_pct"] is None and parsed[2]["median_abs_error_pct"] == 1.23
+
+
+def test_a_reader_that_goes_away_an_interrupt_and_a_bad_port_each_end_quietly(tmp_path, monkeypatch, capsys):
+    import subprocess
+    import sys
+
+    import pytest
+
+    from pipelines.cli import main
+    from pipelines.cli import model
+
+    perflake = f"{sys.executable} -c 'import sys; from pipelines.cli import main; sys.exit(main())'"
+    head = subprocess.run(f"{perflake} model --list | head -1", shell=True, text=True, capture_output=True,
+                          timeout=120)
+    assert head.stdout.strip() and "Traceback" not in head.stderr and "BrokenPipe" not in head.stderr, head.stderr
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model, "_list", interrupted)
+    assert main(["model", "--list"]) == 130
+    assert capsys.readouterr().err.strip() == "perflake model: interrupted"
+    with pytest.raises(SystemExit) as stopped:
+        main(["web", "--port", "99999"])
+    assert stopped.value.code == 2 and "port 99999 is not between 1 and 65535" in capsys.readouterr().err
+
+
+def test_compare_on_a_lake_with_nothing_mined_names_the_lake_in_one_sentence(tmp_path, monkeypatch, capsys):
+    from pipelines.cli import main
+
+    monkeypatch.setenv("PERFLAKE_HOME", str(tmp_path / "empty"))
+    assert main(["compare", "a", "b", "--engine", "duckdb"]) == 2
+    err = capsys.readouterr().err
+    assert f"the lake {tmp_path / 'empty'} has not published a table" in err and "Traceback" not in err

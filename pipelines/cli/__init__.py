@@ -21,6 +21,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from pipelines.cli import airflow, info, ingest, mine, model, regressions, report, services, sql, triage, web
@@ -60,7 +61,15 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # here, where a reader that went away (`| head`) can be caught
+        return status
+    except BrokenPipeError:  # quiet, as Unix tools are; 128 + SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit, too
+        return 141
+    except KeyboardInterrupt:
+        print(f"perflake {args.cmd}: interrupted", file=sys.stderr)
+        return 130
     except Exception as e:
         message = known_failure(e)
         if message is None:

@@ -19,6 +19,10 @@ _JVM_MESSAGES = (
 )
 
 
+# A published table that is not there: DuckDB's and Spark's words for it.
+_NO_TABLE = ("Catalog Error: Table with name", "TABLE_OR_VIEW_NOT_FOUND", "UnresolvedRelation")
+
+
 class PortInUse(OSError):
     """A port a command would listen on is taken."""
 
@@ -52,6 +56,11 @@ def known_failure(exc: BaseException) -> str | None:
     if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
         return f"a port this command listens on is in use ({exc}); choose another port (--port)"
     text = str(exc)
+    if any(n in text for n in _NO_TABLE):
+        from pipelines.config.lake import Lake
+
+        return (f"the lake {Lake.from_env().root} has not published a table this needs (nothing mined there yet, or "
+                f"another PERFLAKE_HOME meant?); `perflake info` says what it holds ({text.splitlines()[0][:160]})")
     for needle, sentence in _JVM_MESSAGES:
         if needle in text or any(needle in str(c) for c in _causes(exc)):
             return sentence

@@ -83,9 +83,9 @@ def register(sub) -> None:
     p.add_argument("--device-kind", choices=["gpu", "simulated"],
                    help="kind of calibration data (never mixed; with --source, default: its real measurements "
                         "where it has both)")
-    p.add_argument("--source-date", action="append", help="calibrate on these nights only (repeatable)")
+    p.add_argument("--source-date", action="append", type=date_arg, help="calibrate on these nights only (repeatable)")
     p.add_argument("--source-pool", action="append", help="calibrate on these pools only (repeatable)")
-    p.add_argument("--measured-date", action="append", help="score against these nights only (repeatable)")
+    p.add_argument("--measured-date", action="append", type=date_arg, help="score against these nights only (repeatable)")
     p.add_argument("--measured-pool", action="append", help="score against these pools only (repeatable)")
     p.add_argument("--cases", choices=["all", "source"], default="all",
                    help="project every published case, or only those measured on the source")

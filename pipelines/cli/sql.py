@@ -6,6 +6,7 @@ import getpass
 import sys
 import traceback
 
+from pipelines.cli.args import port_arg
 from pipelines.config.lake import Lake
 
 
@@ -24,7 +25,7 @@ def register(sub) -> None:
                                            "from the terminal, or from stdin when it is not a terminal")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default: loopback only; another needs users to authenticate)")
-    p.add_argument("--port", type=int, default=10000)
+    p.add_argument("--port", type=port_arg, default=10000)
     p.add_argument("--query-timeout", type=int, default=None, metavar="SECONDS",
                    help="cancel a statement after this many seconds (default 300)")
     p.add_argument("--max-rows", type=int, default=None, help="rows a statement returns at most (default 100000)")

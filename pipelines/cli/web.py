@@ -11,6 +11,7 @@ import os
 import socket
 from pathlib import Path
 
+from pipelines.cli.args import port_arg
 from pipelines.config.lake import Lake
 
 LOOPBACK_NAMES = ("localhost",)
@@ -20,7 +21,7 @@ def register(sub) -> None:
     p = sub.add_parser("web", help="serve the dashboard (overview, series, regressions, compare, roofline)",
                        description=__doc__)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--port", type=port_arg, default=8080)
     p.add_argument("--allow-remote", action="store_true",
                    help="allow an address other than loopback; a token is then required")
     p.add_argument("--token-file", help="file holding the access token (default: $PERFLAKE_WEB_TOKEN)")
