@@ -3,6 +3,7 @@ every task carries retries, an execution timeout and tags."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,24 @@ def test_shard_tasks_hold_a_slot_of_their_pool(dagbag):
     for name in load_pools():
         task = dag.get_task(f"run_{name.replace('-', '_')}")
         assert task.pool == name
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"suite": ["llm-gemm"]}, "unknown run parameter 'suite' (did you mean 'suites'?)"),
+    ({"suites": ["nosuch"]}, "no suite 'nosuch'"),
+    ({"suites": ["gemm-demo", "gemm-demo"]}, "each once"),
+    ({"suites": ["../pipelines/config/pools.yaml"]}, "is not a suite name"),
+    ({"kernel": "matmull"}, "kernel 'matmull' matches no case"),
+    ({"stopping": {"max_samples": 0}}, "stopping.max_samples is 0"),
+    ({"stopping": {"timeout_s": float("nan")}}, "stopping.timeout_s is nan"),
+    ({"inject": [{"match": {}, "since": "2020-01-01", "factor": 5}]}, "measure real devices"),
+    ({"pools": []}, "pools is empty"),
+])
+def test_a_sweeps_parameters_are_checked_before_anything_is_planned(change, said):
+    from pipelines.orchestration.tasks import check_params
+
+    good = {"pools": ["cpu"], "suites": ["gemm-demo"], "kernel": None, "stopping": None, "inject": None,
+            "reason": "manual", "inject_failure": None}
+    check_params(good)
+    with pytest.raises(ValueError, match=re.escape(said)):
+        check_params({**good, **change})

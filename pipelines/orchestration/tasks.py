@@ -21,7 +21,8 @@ def check_params(params: dict) -> None:
     """ValueError, one sentence naming the parameter, for a run the sweep would otherwise
     start and fail late in (or run wrongly): a misspelt key (ignored by Airflow, so the
     run would sweep the defaults), an unknown suite, a kernel glob that matches no case,
-    a stopping rule out of its limits."""
+    a stopping rule out of its limits, an injected slowdown asked of a real device (it
+    would be ignored there)."""
     import difflib
 
     from kernels_bench.stopping import StoppingRule
@@ -52,6 +53,14 @@ def check_params(params: dict) -> None:
         kernels = sorted({pc.case.kernel for s in loaded for pc in s.cases})
         raise ValueError(f"kernel {kernel!r} matches no case of the suites {suites} (kernels: {kernels})")
     StoppingRule.from_dict(params.get("stopping"))
+    if params.get("inject"):
+        from pipelines.config.pools import load_pools
+
+        registry = load_pools()
+        real = [p for p in params["pools"] if p in registry and registry[p].device_kind != "simulated"]
+        if real:
+            raise ValueError(f"inject slows a simulated GPU down, and pools {real} measure real devices; sweep "
+                             "them in a run without inject")
 
 
 def run_info(params: dict, logical_date, dag_run) -> dict:
