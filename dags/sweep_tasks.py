@@ -120,10 +120,12 @@ def sweep() -> None:
                      for name, p in POOLS.items()]
     rerun_landed = land.override(task_id="land_reruns")(info, rerun_results)
     done = notify(info)
-    mine.override(task_id="mine_reruns")(info, rerun_landed, rerun=True) >> done
+    mined_reruns = mine.override(task_id="mine_reruns")(info, rerun_landed, rerun=True)
+    mined_reruns >> done
     # land, land_reruns and notify run whatever happened before them, and a run's state is its
     # leaves': without this verdict a sweep whose plan or every shard failed ended "success".
-    [info, *results, mined, *rerun_results, rerun_landed, done] >> verdict()
+    # Its trigger rule sees its direct upstreams only: every task whose failure notify hides.
+    [info, *results, mined, *rerun_results, rerun_landed, mined_reruns, done] >> verdict()
 
 
 @task(trigger_rule="one_failed", retries=0)
