@@ -118,3 +118,15 @@ def test_compare_on_a_lake_with_nothing_mined_names_the_lake_in_one_sentence(tmp
     assert main(["compare", "a", "b", "--engine", "duckdb"]) == 2
     err = capsys.readouterr().err
     assert f"the lake {tmp_path / 'empty'} has not published a table" in err and "Traceback" not in err
+
+
+def test_compare_refuses_a_significance_or_tolerance_that_is_not_one(capsys):
+    import pytest
+
+    from pipelines.cli import main
+
+    for flag, value, says in (("--alpha", "nan", "not a probability"), ("--alpha", "1.5", "not a probability"),
+                              ("--tolerance", "-1", "not a relative change")):
+        with pytest.raises(SystemExit) as stopped:
+            main(["compare", "a", "b", flag, value])
+        assert stopped.value.code == 2 and says in capsys.readouterr().err

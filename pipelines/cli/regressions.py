@@ -48,8 +48,9 @@ def register(sub) -> None:
     p.add_argument("run_b", nargs="?", help="run id of side B (or use --b)")
     p.add_argument("--a", action="append", default=[], metavar="KEY=VALUE", help="filter for side A (repeatable)")
     p.add_argument("--b", action="append", default=[], metavar="KEY=VALUE", help="filter for side B (repeatable)")
-    p.add_argument("--tolerance", type=float, default=0.02, help="relative change treated as none (default 0.02)")
-    p.add_argument("--alpha", type=float, default=0.01, help="significance level of the rank test (default 0.01)")
+    p.add_argument("--tolerance", type=_tolerance, default=0.02, help="relative change treated as none (default 0.02)")
+    p.add_argument("--alpha", type=_probability, default=0.01,
+                   help="significance level of the rank test (default 0.01)")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
     p.add_argument("--engine", choices=["spark", "duckdb"], default="spark",
                    help="spark (default; any size) or duckdb (embedded: no JVM start, for a few runs)")
@@ -191,6 +192,16 @@ def _probability(text: str) -> float:
         value = float("nan")
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a probability strictly between 0 and 1")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a relative change from 0 up to 1 (0.02 is 2 %)")
     return value
 
 
