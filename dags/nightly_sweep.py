@@ -30,7 +30,9 @@ from sweep_tasks import DEFAULTS, POOLS, sweep
         "kernel": Param(None, type=["null", "string"], description="glob over kernel names"),
         "stopping": Param(None, type=["null", "object"], description="stopping-rule overrides (sample budget)"),
         "inject": Param(None, type=["null", "array"], description="sim pools only: injected regressions"),
-        "reason": Param("nightly", type="string", enum=["nightly", "manual"]),
+        "reason": Param("nightly", type="string", enum=["nightly", "manual"],
+                        description="recorded with the rows; unless given here, nightly for a scheduled "
+                                    "run and manual for one triggered by hand"),
         "inject_failure": Param(None, type=["null", "object"],
                                 description="testing only: {'shard': i, 'attempts': n} fails a shard after landing"),
     },

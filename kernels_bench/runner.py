@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import signal
 import subprocess
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -31,6 +32,7 @@ from schemas.tables import CASE_RESULTS, RUNS, SAMPLES
 
 # The harness's exit code when it was stopped and wrote the part it measured.
 STOPPED_EXIT = 3
+SIM_MAX_SAMPLES = 200  # samples per case on a simulated device
 STOPPED = "stopped"
 
 
@@ -83,6 +85,9 @@ def run_shard(suite: Suite, spec: ShardSpec, out_dir: str | Path, *, rule: Stopp
     if is_cpu(spec.device):
         check_cpu_threads(spec.cpu_threads)
     rule = rule or suite.stopping
+    if spec.device.startswith("sim:"):  # simulated samples are cheap but land as rows: a realistic count
+        rule = replace(rule, min_samples=min(rule.min_samples, SIM_MAX_SAMPLES),
+                       max_samples=min(rule.max_samples, SIM_MAX_SAMPLES))
     planned = suite.shard(spec.shard, spec.num_shards, spec.seed)
     with _StopSignals() as stop:
         started = _now()
@@ -121,7 +126,9 @@ def run_shard(suite: Suite, spec: ShardSpec, out_dir: str | Path, *, rule: Stopp
                    "dag_run_id": spec.dag_run_id, "shard": spec.shard_id, "num_shards": spec.num_shards,
                    "attempt": spec.attempt, "pool": spec.pool, "reason": spec.reason, "suite": suite.name,
                    "started_at": started, "finished_at": _now(), "status": status,
-                   "cases_planned": len(results), "cases_ok": ok, "launch_overhead_ns": launch_ns, "dt": spec.dt}
+                   "cases_planned": len(results), "cases_ok": ok, "launch_overhead_ns": launch_ns, "dt": spec.dt,
+                   "stopping": json.dumps(asdict(rule), sort_keys=True),
+                   "injected": json.dumps([asdict(i) for i in injections], sort_keys=True) if injections else None}
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         paths = {
@@ -223,9 +230,7 @@ def _measurer(spec: ShardSpec, rule: StoppingRule, injections):
         from kernels_bench.sim import SimDevice  # numpy: needed by the simulated device only
 
         sim = SimDevice(spec.device.split(":", 1)[1], injections=injections)
-        # Simulated samples are cheap but land as rows: cap them at a realistic count.
-        sim_rule = replace(rule, max_samples=min(rule.max_samples, 200))
-        return lambda case: sim.measure(case, sim_rule, spec.run_id, spec.dt, spec.attempt, reason=spec.reason)
+        return lambda case: sim.measure(case, rule, spec.run_id, spec.dt, spec.attempt, reason=spec.reason)
     from kernels_bench.isolation import IsolatedMeasurer
 
     threads = spec.cpu_threads if is_cpu(spec.device) else None

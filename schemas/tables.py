@@ -20,7 +20,7 @@ def _c(name: str, type_: str, doc: str, nullable: bool = True) -> Column:
 RUNS = Table(
     name="runs",
     grain="one row per shard run",
-    version=2,
+    version=3,
     keys=("run_id", "shard", "attempt"),
     partition_by=("dt", "pool"),
     columns=(
@@ -67,6 +67,9 @@ RUNS = Table(
                                             "median idle-GPU timing of a one-element add less its covered timing; "
                                             "on a CPU the timer floor; simulated: the model's; null where not "
                                             "measured (rows written before schema v2)"),
+        _c("stopping", "string", "the stopping rule the shard measured with, as JSON: its suite's rule with "
+                                 "the run's overrides (null in rows written before schema v3)"),
+        _c("injected", "string", "the slowdowns injected into a simulated device, as JSON (null when none)"),
         _c("dt", "string", "partition: run date YYYY-MM-DD (UTC)", False),
     ),
 )

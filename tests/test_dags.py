@@ -98,3 +98,21 @@ def test_a_sweeps_parameters_are_checked_before_anything_is_planned(change, said
     check_params(good)
     with pytest.raises(ValueError, match=re.escape(said)):
         check_params({**good, **change})
+
+
+@pytest.mark.parametrize("run_type, conf, default, recorded", [
+    ("scheduled", {}, "nightly", "nightly"),
+    ("manual", {}, "nightly", "manual"),      # a hand trigger of nightly_sweep is not a night
+    ("backfill", {}, "nightly", "backfill"),  # `airflow backfill create` over past nights
+    ("manual", {"reason": "nightly"}, "nightly", "nightly"),  # asked for: it stands
+    ("manual", {}, "backfill", "backfill"),   # backfill_hardware's own default
+])
+def test_the_recorded_reason_says_how_the_run_was_started(run_type, conf, default, recorded):
+    from types import SimpleNamespace
+
+    from airflow.utils.types import DagRunType
+
+    from pipelines.orchestration.tasks import run_reason
+
+    dag_run = SimpleNamespace(run_type=DagRunType(run_type), conf=conf)
+    assert run_reason({"reason": conf.get("reason", default)}, dag_run) == recorded

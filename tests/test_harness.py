@@ -2,6 +2,7 @@
 stops, and how telemetry marks samples. Real kernels, real child processes, tiny shapes."""
 from __future__ import annotations
 
+import json
 import math
 
 import pyarrow.parquet as pq
@@ -57,6 +58,23 @@ def test_run_row_carries_provenance_and_fingerprints(shard):
     assert dict(run["env"])["OMP_NUM_THREADS"] == "1"
     assert run["run_id"] == "r-harness" and run["suite"] == "tiny"
     assert run["cases_planned"] == 4 and run["cases_ok"] == 3 and run["status"] == "ok"
+    # The budget the cases were measured with, and no injected slowdown on a real device.
+    assert StoppingRule.from_dict(json.loads(run["stopping"])) == FAST and run["injected"] is None
+
+
+def test_a_simulated_run_records_its_capped_budget_and_the_slowdowns_injected(tmp_path):
+    from kernels_bench.sim import Injection
+
+    slow = Injection(match={"kernel": "matmul"}, since="2026-01-01", factor=1.5, reasons=("nightly",))
+    suite = Suite("tiny", (PlannedCase(TINY_MATMUL),), StoppingRule(min_samples=500, max_samples=5000))
+    spec = ShardSpec(run_id="r-sim", shard=0, num_shards=1, pool="sim-test", device="sim:H100-SXM5-80GB",
+                     dt="2026-01-02", reason="nightly")
+    paths = run_shard(suite, spec, tmp_path, injections=(slow,), progress=lambda m: None)
+    (run,) = pq.read_table(paths["runs"]).to_pylist()
+    assert json.loads(run["stopping"])["max_samples"] == 200 == json.loads(run["stopping"])["min_samples"]
+    (injected,) = json.loads(run["injected"])
+    assert injected["factor"] == 1.5 and injected["match"] == {"kernel": "matmul"} and injected["reasons"] == ["nightly"]
+    assert pq.read_table(paths["samples"]).num_rows == 200
 
 
 def test_every_case_has_a_result_row_and_its_samples_match_its_count(shard):

@@ -28,7 +28,7 @@ def sweep(spark, lake):
     prepare_airflow(lake)
     sync_pools()
     dag = load_dag("nightly_sweep")
-    conf = {"pools": [POOL], "suites": ["gemm-demo"], "stopping": FAST, "inject": [NOISY],
+    conf = {"pools": [POOL], "suites": ["gemm-demo"], "stopping": FAST, "inject": [NOISY], "reason": "nightly",
             "inject_failure": {"shard": 0, "attempts": 1}}
     dag_run = dag.test(logical_date=datetime.datetime(2030, 1, 5, 2, tzinfo=datetime.timezone.utc), run_conf=conf)
     sweep_id = sweep_run_id(dag_run.run_id, DT)

@@ -71,7 +71,19 @@ def run_info(params: dict, logical_date, dag_run) -> dict:
     return {"dt": dt, "run_id": sweep_run_id(dag_run.run_id, dt), "pools": list(params["pools"]),
             "suites": list(params["suites"]), "kernel": params.get("kernel") or None,
             "stopping": params.get("stopping") or None, "inject": params.get("inject") or None,
-            "reason": params.get("reason") or "manual", "inject_failure": params.get("inject_failure")}
+            "reason": run_reason(params, dag_run), "inject_failure": params.get("inject_failure")}
+
+
+def run_reason(params: dict, dag_run) -> str:
+    """The reason recorded with the run's rows. One the trigger gave (its conf) stands.
+    Otherwise nightly_sweep's default, "nightly", holds only for a run the scheduler
+    started: a run triggered by hand is "manual", and one of `airflow backfill` is
+    "backfill" (a Param's default cannot tell how the run was started)."""
+    reason = params.get("reason") or "manual"
+    if "reason" in (getattr(dag_run, "conf", None) or {}) or reason != "nightly":
+        return reason
+    kind = str(getattr(getattr(dag_run, "run_type", None), "value", getattr(dag_run, "run_type", None)) or "")
+    return {"scheduled": "nightly", "backfill": "backfill"}.get(kind, "manual")
 
 
 def plan(info: dict, pool: str, rerun_of: dict | None = None) -> list[dict]:
