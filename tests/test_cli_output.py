@@ -130,3 +130,51 @@ def test_compare_refuses_a_significance_or_tolerance_that_is_not_one(capsys):
         with pytest.raises(SystemExit) as stopped:
             main(["compare", "a", "b", flag, value])
         assert stopped.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_a_ctrl_c_that_spark_turns_into_its_own_error_still_reads_as_an_interrupt(tmp_path, monkeypatch):
+    """pyspark's SIGINT handler cancels the session's jobs; the cancelled job, or the py4j
+    call it cuts short, can come back as a Spark error, which read as "Spark could not
+    run the query" (exit 2). A query that fails on its own still does."""
+    import logging
+    import os
+    import signal
+
+    import pytest
+    from py4j.protocol import Py4JError
+    from pyspark.sql import SparkSession
+
+    from pipelines.cli import _quiet_py4j
+    from pipelines.config.lake import Lake
+    from pipelines.query import sql
+    from pipelines.warehouse import session
+
+    class Session:  # the process's own session, whose query is cut short
+        def __init__(self, interrupt: bool):
+            self.interrupt = interrupt
+
+        def sql(self, statement):
+            if self.interrupt:
+                os.kill(os.getpid(), signal.SIGINT)
+            raise Py4JError("An error occurred while calling o42.collectToPython")
+
+    def pyspark_handler(signum, frame):  # cancelAllJobs on a connection that is busy
+        raise Py4JError("Error while sending or receiving")
+
+    before = signal.signal(signal.SIGINT, pyspark_handler)
+    try:
+        for interrupt, raised in ((True, KeyboardInterrupt), (False, sql.QueryError)):
+            spark = Session(interrupt)
+            monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: spark))
+            monkeypatch.setattr(session, "get_spark", lambda lake: spark)
+            with pytest.raises(raised):
+                sql._run_spark("SELECT 1", Lake(tmp_path), 10)
+        assert signal.getsignal(signal.SIGINT) is pyspark_handler  # given back
+    finally:
+        signal.signal(signal.SIGINT, before)
+    # py4j logs the interrupt on the root logger with two screens of traceback; the CLI drops it.
+    py4j = logging.LogRecord("root", logging.ERROR, f"{os.sep}x{os.sep}py4j{os.sep}java_gateway.py", 1059,
+                             "KeyboardInterrupt while sending command.", None, None)
+    monkeypatch.setattr(logging.getLogger(), "filters", [])
+    _quiet_py4j()
+    assert not logging.getLogger().filter(py4j)

@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     from pipelines.cli.failures import known_failure
 
     args = build_parser().parse_args(argv)
+    if not getattr(args, "verbose", False):
+        _quiet_py4j()
     try:
         status = args.func(args)
         sys.stdout.flush()  # here, where a reader that went away (`| head`) can be caught
@@ -80,6 +82,15 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"perflake {args.cmd}: error: {message}", file=sys.stderr)
         return 2
+
+
+def _quiet_py4j() -> None:
+    """py4j logs a Ctrl-C during a Spark call as an error with two screens of traceback,
+    on the root logger; the one line that main() prints says it (-v keeps py4j's)."""
+    import logging
+
+    py4j = f"{os.sep}py4j{os.sep}"
+    logging.getLogger().addFilter(lambda record: py4j not in record.pathname)
 
 
 if __name__ == "__main__":

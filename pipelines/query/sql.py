@@ -23,12 +23,15 @@ query a QueryError, each one sentence.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime
 import io
 import json
 import logging
 import re
+import signal
+import threading
 from decimal import Decimal
 
 from pipelines.config.lake import Lake
@@ -197,14 +200,44 @@ def _run_spark(statement: str, lake: Lake, limit: int) -> tuple[list[str], list[
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
-    try:
-        df = spark.sql(statement)
-        # Spark hands an instant (TimestampType) back as naive local time; make it aware UTC.
-        instant = [isinstance(f.dataType, T.TimestampType) for f in df.schema.fields]
-        rows = df.limit(limit).collect()
-    except (PySparkException, Py4JError) as e:
-        raise _spark_error(e) from e
+    with _noting_interrupts() as interrupted:
+        try:
+            df = spark.sql(statement)
+            # Spark hands an instant (TimestampType) back as naive local time; make it aware UTC.
+            instant = [isinstance(f.dataType, T.TimestampType) for f in df.schema.fields]
+            rows = df.limit(limit).collect()
+        except (PySparkException, Py4JError) as e:
+            if interrupted:  # Ctrl-C: pyspark cancelled the job, or py4j lost its call; not the query's fault
+                raise KeyboardInterrupt from e
+            raise _spark_error(e) from e
     return list(df.columns), [tuple(_utc(v) if ts else _plain(v) for ts, v in zip(instant, r)) for r in rows]
+
+
+@contextlib.contextmanager
+def _noting_interrupts():
+    """A list that holds SIGINT when one arrived inside the block. pyspark's own handler
+    still runs (it cancels the session's jobs and raises KeyboardInterrupt); but the
+    cancelled job, or the py4j call it cut short, can surface as a Spark error instead,
+    which the list tells apart from a query that failed. Signals reach the main thread
+    only: elsewhere the list stays empty."""
+    seen: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+    before = signal.getsignal(signal.SIGINT)
+
+    def note(signum, frame):
+        seen.append(signum)
+        if callable(before):
+            before(signum, frame)
+        elif before != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _spark_error(e: Exception) -> ValueError:
