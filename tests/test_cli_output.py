@@ -178,3 +178,12 @@ def test_a_ctrl_c_that_spark_turns_into_its_own_error_still_reads_as_an_interrup
     monkeypatch.setattr(logging.getLogger(), "filters", [])
     _quiet_py4j()
     assert not logging.getLogger().filter(py4j)
+
+
+def test_services_status_on_a_lake_without_services_says_so(tmp_path, monkeypatch, capsys):
+    from pipelines.cli import main
+
+    monkeypatch.setenv("PERFLAKE_HOME", str(tmp_path))
+    assert main(["services", "status"]) == 1  # nothing runs
+    out = capsys.readouterr()
+    assert f"the lake {tmp_path} has no services" in out.err and "postgresql" in out.out

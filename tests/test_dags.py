@@ -89,6 +89,7 @@ def test_shard_tasks_hold_a_slot_of_their_pool(dagbag):
     ({"stopping": {"timeout_s": float("nan")}}, "stopping.timeout_s is nan"),
     ({"inject": [{"match": {}, "since": "2020-01-01", "factor": 5}]}, "measure real devices"),
     ({"pools": []}, "pools is empty"),
+    ({"pools": ["h100"], "inject_failure": {"shard": 0, "attempts": 1}}, "hold real GPUs"),
 ])
 def test_a_sweeps_parameters_are_checked_before_anything_is_planned(change, said):
     from pipelines.orchestration.tasks import check_params

@@ -38,6 +38,13 @@ def _cmd_services(args) -> int:
         return 0
     else:
         states = services.status(lake)
+        from pipelines.config.services import configured
+
+        if configured(lake) is None:  # the table shows where they would run
+            import sys
+
+            print(f"the lake {lake.root} has no services: `perflake services up` (or `make up`) has not set them up "
+                  "here; its commands run on their own (embedded metastore)", file=sys.stderr)
     print(f"{'service':<24} {'state':<12} {'pid':<11} {'listens on':<34} log")
     for s in states:
         print(s.line())

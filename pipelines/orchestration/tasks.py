@@ -22,7 +22,7 @@ def check_params(params: dict) -> None:
     start and fail late in (or run wrongly): a misspelt key (ignored by Airflow, so the
     run would sweep the defaults), an unknown suite, a kernel glob that matches no case,
     a stopping rule out of its limits, an injected slowdown asked of a real device (it
-    would be ignored there)."""
+    would be ignored there), a failure injected into shards on GPUs (a testing hook)."""
     import difflib
 
     from kernels_bench.stopping import StoppingRule
@@ -53,14 +53,18 @@ def check_params(params: dict) -> None:
         kernels = sorted({pc.case.kernel for s in loaded for pc in s.cases})
         raise ValueError(f"kernel {kernel!r} matches no case of the suites {suites} (kernels: {kernels})")
     StoppingRule.from_dict(params.get("stopping"))
-    if params.get("inject"):
+    if params.get("inject") or params.get("inject_failure"):
         from pipelines.config.pools import load_pools
 
         registry = load_pools()
         real = [p for p in params["pools"] if p in registry and registry[p].device_kind != "simulated"]
-        if real:
+        gpus = [p for p in real if registry[p].device_kind == "gpu"]
+        if params.get("inject") and real:
             raise ValueError(f"inject slows a simulated GPU down, and pools {real} measure real devices; sweep "
                              "them in a run without inject")
+        if params.get("inject_failure") and gpus:  # a testing hook: it would fail GPU shards on purpose
+            raise ValueError(f"inject_failure (for testing retries) fails shards on purpose, and pools {gpus} "
+                             "hold real GPUs; test retries on a simulated or CPU pool")
 
 
 def run_info(params: dict, logical_date, dag_run) -> dict:

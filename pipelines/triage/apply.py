@@ -29,7 +29,7 @@ def apply(lake: Lake, action: str, regression_id: str, by: str, note: str) -> tu
         done = subprocess.run([sys.executable, "-m", "pipelines.triage.apply"], input=request, env=env, text=True,
                               capture_output=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return 503, f"the triage write did not finish in {TIMEOUT_S} s; nothing may have changed: reload and check"
+        return 503, f"the triage write did not finish in {TIMEOUT_S} s; it may or may not have been written: reload and check"
     lines = done.stdout.strip().splitlines()
     try:
         answer = json.loads(lines[-1])
