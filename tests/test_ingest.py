@@ -117,18 +117,18 @@ def test_the_manifest_names_the_bytes_that_were_read_even_if_the_file_changes_du
     manifest entry whose hash is of bytes that never landed."""
     import hashlib
 
-    from pipelines.landing.ingest import _Call
+    from pipelines.landing import reading
 
     src = write_shard(tmp_path / "out")
     before = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in src.glob("*.parquet")}
-    read = _Call.read_member  # the ingest's reading of one member file
+    read = reading.read_member  # the ingest's reading of one member file
 
-    def read_then_rewrite(self, shard, path, kind):
-        why = read(self, shard, path, kind)
+    def read_then_rewrite(shard, path, kind):
+        why = read(shard, path, kind)
         path.write_bytes(path.read_bytes() + b"appended later")  # the file changes once it was read
         return why
 
-    monkeypatch.setattr(_Call, "read_member", read_then_rewrite)
+    monkeypatch.setattr(reading, "read_member", read_then_rewrite)
     assert run_ingest([src], tmp_lake).ok
     entries = [json.loads(p.read_text()) for p in (tmp_lake.landing / "_ingested").glob("*.json")]
     assert {Path(e["source"]).name: e["sha256"] for e in entries} == before

@@ -35,28 +35,18 @@ import traceback
 from collections import Counter
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from pipelines.config.lake import Lake, safe_date, safe_name
-from pipelines.landing import nvbench, relations
-from pipelines.landing.conform import conform
+from pipelines.landing import reading
 from pipelines.landing.files import LAND_ORDER, atomic_write, shard_lock
 from pipelines.landing.identity import LandedCopy, compare, landed_copies
-from pipelines.landing.inputs import FILENAME_KINDS, Shard, discover, is_conflict_note, sniff
+from pipelines.landing.inputs import Shard, discover
+from pipelines.landing.prepare import prepare
 from pipelines.landing.records import (identity_lock, manifest_has, one_line, quarantine_records, record_landed,
                                        record_set_aside, remove_dead_temporaries, set_aside_when_landed, sha256_file,
                                        write_atomic, write_quarantine)
 from pipelines.landing.report import IngestReport, Issue
-from schemas.tables import CASE_RESULTS, RUNS, SAMPLES
 
 __all__ = ["ingest", "IngestReport", "Issue"]
-
-KIND_TABLES = {"samples": SAMPLES, "case_results": CASE_RESULTS, "runs": RUNS}
-# Clocks of remote workers drift; a run "in the future" by more than this is refused.
-CLOCK_SKEW = dt_.timedelta(minutes=10)
-# No GPU kernel benchmark ran before this: a run that says so comes from a clock never set.
-EARLIEST_RUN = dt_.datetime(2000, 1, 1, tzinfo=dt_.timezone.utc)
 
 
 # --------------------------------------------------------------------------- entry point
@@ -93,9 +83,9 @@ def ingest(paths: list[str | Path], lake: Lake, *, pool: str | None = None, date
                                    "nothing to ingest: no files found (ingest takes harness Parquet files, "
                                    "nvbench --json output, or folders holding them)"))
         return report
-    shards = ctx.read(files)
+    shards = reading.read(ctx, files)
     for shard in shards:
-        ctx.guard(shard, shard.source, ctx.prepare, shard)
+        ctx.guard(shard, shard.source, prepare, ctx, shard)
     # Whole copies first, then later attempts, then fuller copies: a partial or shorter copy
     # of one shard in the same call is judged against the whole or fuller one (as it would
     # be in a later call), not the other way round.
@@ -122,7 +112,9 @@ def _rows_of(s: Shard) -> int:
 
 
 class _Call:
-    """The state of one ingest call: its options, its report and its quarantine."""
+    """The state of one ingest call: its options, its report and its quarantine; the
+    outcome of each file; and landing a prepared shard (pipelines/landing/reading.py
+    reads the shards, pipelines/landing/prepare.py checks them)."""
 
     def __init__(self, lake, report, pool, date, registry, now, force_pool, verbose):
         self.lake, self.report, self.pool, self.date = lake, report, pool, date
@@ -168,214 +160,6 @@ class _Call:
             self.report.outcome(path, outcome, reason, shard)
         write_quarantine(self.lake, self.report, self.file_rejects, self.date or self.now.date().isoformat(),
                          self.now)
-
-    # ---------------------------------------------------------------- reading
-
-    def read(self, files: list[Path]) -> list[Shard]:
-        by_dir: dict[Path, list[tuple[Path, str | None]]] = {}
-        jsons, bins, broken = [], [], []
-        for path in files:
-            fmt, problem = self.guard(None, str(path), sniff, path) or (None, None)
-            if path in self.outcomes:
-                continue  # the sniff itself failed (unreadable file)
-            if path.name in FILENAME_KINDS and fmt not in (None, "parquet"):
-                # named as a shard member, so it is one, whatever its bytes: its folder's shard is incomplete
-                by_dir.setdefault(path.parent, []).append((path, f"holds {fmt.upper()}, not Parquet"))
-            elif problem and path.name not in FILENAME_KINDS:
-                broken.append((path, problem))
-            elif fmt == "json":
-                jsons.append(path)
-            elif fmt == "bin":
-                bins.append(path)
-            else:  # a Parquet file, or a broken one named as a shard member
-                by_dir.setdefault(path.parent, []).append((path, problem))
-        for path, problem in broken:
-            if path.suffix.lower() == ".parquet" and path.parent in by_dir:
-                by_dir[path.parent].append((path, problem))  # a broken Parquet file of a shard's folder: part of it
-            else:
-                self.refuse_file(path, problem)
-        shards = []
-        for directory, members in sorted(by_dir.items()):
-            shard = Shard(source=str(directory), members=[])
-            self.guard(shard, str(directory), self.read_parquet_shard, shard, members)
-            if shard.members:
-                shards.append(shard)
-        named: set[Path] = set()
-        for path in jsons:
-            if path.name == "conflict.json" and is_conflict_note(path):
-                self.report.notices.append(f"{path}: the note ingest wrote beside a kept conflict; not data, "
-                                           "not ingested")
-                continue
-            got = self.guard(None, str(path), self.read_nvbench, path)
-            for shard in got or []:
-                named.update(p.resolve() for p in shard.members)
-                shards.append(shard)
-        for path in bins:
-            if path.resolve() not in named:
-                self.refuse_file(path, "nvbench sample times file that no nvbench JSON of this call names; "
-                                       "ingest the JSON that refers to it")
-        return shards
-
-    def read_parquet_shard(self, shard: Shard, members: list[tuple[Path, str | None]]) -> None:
-        # The harness's own file names first: a second file of a kind is then the other one.
-        for path, problem in sorted(members, key=lambda m: m[0].name not in FILENAME_KINDS):
-            kind = FILENAME_KINDS.get(path.name)
-            if kind is None and problem is None:
-                kind, problem = relations.guess_kind(path)
-            if problem and kind is None:  # unreadable, so its table is unknown; its folder's shard is incomplete
-                shard.members.append(path)
-                shard.refused_files[path] = problem
-                continue
-            if kind is None:
-                self.refuse_file(path, "cannot tell which table this file holds: its name is not one of "
-                                       f"{sorted(FILENAME_KINDS)} and its columns match none of the landing schemas")
-                continue
-            shard.members.append(path)
-            if problem:
-                shard.refused_files[path] = f"{kind}: {problem}"
-                continue
-            if kind in shard.kind_files:
-                shard.refused_files[path] = (f"a second {kind} file in {path.parent} (the first: "
-                                             f"{shard.kind_files[kind].name}); one shard per folder")
-                continue
-            shard.kind_files[kind] = path
-            why = self.read_member(shard, path, kind)
-            if why:
-                shard.refused_files[path] = f"{kind}: {why}"
-        if shard.refused_files:
-            first = next(iter(shard.refused_files.items()))
-            shard.refusal = (f"incomplete shard: {first[0].name} was refused ({first[1]}); nothing of this "
-                             "shard lands until every file of it reads whole")
-
-    def read_member(self, shard: Shard, path: Path, kind: str) -> str | None:
-        try:
-            # Read once, by Python (Arrow refuses a path that is not UTF-8), and hashed as
-            # read: the manifest names the bytes that landed, even if the file is
-            # rewritten while it is being ingested.
-            data = path.read_bytes()
-            shard.read_sha256[path] = hashlib.sha256(data).hexdigest()
-            raw = pq.read_table(pa.BufferReader(data))
-        except Exception as e:  # noqa: BLE001 - corrupt pages raise several Arrow and OS errors
-            return f"not a readable Parquet file: {one_line(e)}"
-        try:
-            c = conform(raw, KIND_TABLES[kind])
-        except Exception as e:  # noqa: BLE001 - a type Arrow cannot cast: this file's refusal, not its folder's
-            return f"cannot be converted to the landing schema: {one_line(e)}"
-        if c.refusal:
-            return c.refusal
-        shard.notices += [f"{path}: {note} (lossless)" for note in c.conversions]
-        t = c.table
-        if kind == "samples":
-            shard.present = Counter(v for v in t.column("case_id").to_pylist() if v is not None)
-        if c.row_rejects:
-            if kind == "runs":
-                return f"row 0 cannot be stored: {next(iter(c.row_rejects.values()))}"
-            src = f"{path} [{kind}]"
-            records = quarantine_records(raw)
-            for i, why in sorted(c.row_rejects.items()):
-                shard.rejects.append((src, why, records[i]))
-            shard.skip[kind] = set(c.row_rejects)  # filtered later, so that row numbers stay the file's
-        shard.tables[kind] = t
-        return None
-
-    def read_nvbench(self, path: Path) -> list[Shard]:
-        src = str(path)
-        parsed = nvbench.parse(path, self.now)
-        if parsed.refusal:
-            self.refuse_file(path, parsed.refusal)
-            return []
-        members = [path, *dict.fromkeys(parsed.sample_files)]
-        shards = []
-        for d in parsed.devices:
-            s = Shard(source=src if len(parsed.devices) == 1 else f"{src} [device {d.device}]", members=members,
-                       tables=d.tables, nvbench=True, sample_owners=d.owners,
-                       rejects=[(src + " [samples]", why, rec) for why, rec in d.rejects])
-            s.notices += [f"{src}: {w}" for w in parsed.warnings]
-            s.kind_files = {"case_results": path, "runs": path, "samples": path}
-            shards.append(s)
-        self.report.issues += [Issue(src, w) for w in parsed.warnings]
-        return shards
-
-    # ---------------------------------------------------------------- checking
-
-    def prepare(self, shard: Shard) -> None:
-        """Relate the shard's tables; decide its pool and date; set aside rows that do not fit."""
-        if shard.refusal:
-            return
-        runs = shard.tables.get("runs")
-        reason = relations.run_problem(runs, shard)
-        if reason:
-            shard.refusal = reason
-            return
-        run = runs.to_pylist()[0]
-        shard.run = run
-        pool_name, reason = self.pool_for(run, shard)
-        if reason:
-            shard.refusal = reason
-            return
-        future = [c for c in ("started_at", "finished_at") if run[c] > self.now + CLOCK_SKEW]
-        if future:
-            shard.refusal = (f"run.{future[0]} {run[future[0]].isoformat()} is in the future (now "
-                             f"{self.now.isoformat()}): the worker's clock is wrong; fix it and re-run the shard")
-            return
-        if run["started_at"] < EARLIEST_RUN:
-            shard.refusal = (f"run.started_at {run['started_at'].isoformat()} is before "
-                             f"{EARLIEST_RUN.date().isoformat()}: the worker's clock was never set; fix it and re-run "
-                             "the shard")
-            return
-        shard.pool = pool_name
-        started = (self.now if shard.nvbench else run["started_at"]).astimezone(dt_.timezone.utc).date()
-        shard.dt = self.date or started.isoformat()
-        if self.date and not shard.nvbench and abs((dt_.date.fromisoformat(self.date) - started).days) > 1:
-            shard.notices.append(f"{shard.source}: labelled night {self.date} as --date asks, but the run started "
-                                 f"{started.isoformat()}; a mislabelled night? (a shard that landed stays where it "
-                                 "landed)")
-        results = relations.filter_results(shard, run)
-        if not shard.nvbench:
-            short = relations.unmet_claims(shard)
-            if short:
-                shard.refusal = short
-                return
-        if results.num_rows == 0:
-            shard.refusal = ("nothing of this shard can be accepted: every case result was set aside (first: "
-                             f"{next((why for _, why, _ in shard.rejects), '?')})")
-            return
-        shard.tables["case_results"] = results
-        shard.tables["samples"] = relations.filter_samples(shard, run, results)
-        run["reason"] = "import"
-        shard.tables["runs"] = pa.Table.from_pylist([run], schema=runs.schema)
-
-    def pool_for(self, run: dict, shard: Shard) -> tuple[str | None, str | None]:
-        """(pool, None) where the pool's hardware is the shard's own, else (None, why not)."""
-        sku, kind, name = run.get("gpu_sku"), run["device_kind"], run.get("gpu_name")
-        said = f"sku {sku!r}" if sku else f"gpu_name {name!r} (no gpu_sku)"
-        if self.pool is None:
-            match = [p.name for p in self.registry.values() if p.device_kind == kind and relations.same_gpu(p.sku, sku, name, run)]
-            if len(match) != 1:
-                return None, (f"unknown pool: {'no' if not match else 'more than one'} registered pool has {said} and "
-                              f"device_kind {kind!r} (pools: {sorted(self.registry)}{'; matching: ' + str(match) if match else ''}); "
-                              "pass --pool")
-            p = self.registry[match[0]]
-        else:
-            p = self.registry[self.pool]
-        mismatch = []
-        if p.device_kind != kind:
-            mismatch.append(f"device_kind {kind!r}, pool's {p.device_kind!r}")
-        if not relations.same_gpu(p.sku, sku, name, run):
-            mismatch.append(f"{said}, pool's sku {p.sku!r}")
-        if mismatch:
-            what = (f"hardware mismatch: the shard's run metadata says {'; '.join(mismatch)} (pool {p.name!r}, "
-                    f"from {shard.kind_files.get('runs', shard.source)})")
-            if not self.force_pool:
-                return None, what + "; pass the --pool of that hardware, or --force-pool to land it there anyway"
-            shard.notices.append(f"{shard.source}: OVERRIDE (--force-pool): {what}; landed in pool {p.name!r} "
-                                 "as asked")
-            shard.override = what
-        elif sku is None and p.sku:
-            run["gpu_sku"] = p.sku
-            shard.notices.append(f"{shard.source}: gpu_sku {p.sku!r} taken from pool {p.name!r} "
-                                 f"(the file names the GPU {name!r})")
-        return p.name, None
 
     # ---------------------------------------------------------------- landing
 

@@ -1,6 +1,6 @@
 """How the tables of one shard relate: one run row that can be attributed, case results
 of known kernels that the samples back, samples of that run. Each check names the row
-and the field; the caller (pipelines/landing/ingest.py) sets the rows aside or refuses the shard.
+and the field; the caller (pipelines/landing/prepare.py) sets the rows aside or refuses the shard.
 """
 from __future__ import annotations
 
