@@ -86,8 +86,8 @@ def run_reason(params: dict, dag_run) -> str:
     reason = params.get("reason") or "manual"
     if "reason" in (getattr(dag_run, "conf", None) or {}) or reason != "nightly":
         return reason
-    kind = str(getattr(getattr(dag_run, "run_type", None), "value", getattr(dag_run, "run_type", None)) or "")
-    return {"scheduled": "nightly", "backfill": "backfill"}.get(kind, "manual")
+    kind = dag_run.run_type  # a DagRunType (a str enum), or its value
+    return {"scheduled": "nightly", "backfill": "backfill"}.get(getattr(kind, "value", kind), "manual")
 
 
 def plan(info: dict, pool: str, rerun_of: dict | None = None) -> list[dict]:
