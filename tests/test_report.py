@@ -228,6 +228,28 @@ def test_compare_refuses_a_field_that_is_not_a_runs_column(lake):
         select(frames, "median_ns; DROP TABLE x", "1")
 
 
+def test_compare_refuses_a_gpu_side_of_real_and_simulated_runs_but_not_a_software_side():
+    """Matched by case id alone, a side holding the real H200 and the simulated one kept
+    whichever run sorted last: a real median set against a simulated one, unsaid."""
+    from pipelines.report.versus import select
+
+    class ReadsStats(Exception):
+        pass
+
+    class Frames:  # perf.runs as the selection reads it; reading case_stats next means it was accepted
+        def table(self, name, where=None, columns="*", params=()):
+            if name != "runs":
+                raise ReadsStats(name)
+            return pd.DataFrame({"run_id": ["real", "sim"], "dt": [DT, DT], "pool": ["h200", "sim-h200"],
+                                 "device_kind": ["gpu", "simulated"]})
+
+    with pytest.raises(ValueError, match=r"more than one device kind \(gpu: pools \['h200'\]; simulated: pools "
+                                         r"\['sim-h200'\]\); compare pools instead"):
+        select(Frames(), "gpu_sku", H200, DT)
+    with pytest.raises(ReadsStats):  # torch_version holds the GPU and kind fixed: it goes on to read stats
+        select(Frames(), "torch_version", TORCH_A, DT)
+
+
 def test_new_commands_have_help_with_examples(capsys):
     from pipelines.cli import main
 

@@ -371,6 +371,12 @@ def test_compare_warns_when_a_real_gpu_is_set_against_a_simulated_one(bench, tmp
         r = c.get("/compare", params={"a": f"{run}-real", "b": run})
         assert r.status_code == 200, detail(r)
         assert "side A is gpu and side B is simulated for some cases" in r.text
+        # One side of both kinds would pool real and simulated samples into one median.
+        r = c.get("/compare", params={"a": f"gpu_sku=H100-SXM5-80GB dt={night}", "b": run})
+        assert r.status_code == 400 and "selects runs of more than one device kind" in detail(r)
+        assert "add device_kind=gpu or device_kind=simulated" in detail(r)
+        r = c.get("/compare", params={"a": f"gpu_sku=H100-SXM5-80GB dt={night} device_kind=gpu", "b": run})
+        assert r.status_code == 200 and "side A is gpu and side B is simulated" in r.text
 
 
 def test_a_kept_answer_holds_for_its_copy_of_the_lake_and_is_computed_again_after_a_publish(bench, tmp_path):

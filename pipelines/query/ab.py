@@ -68,16 +68,30 @@ class Side:
         return " ".join(f"{k}={v}" for k, v in self.filters)
 
     def runs(self, runs: DataFrame) -> DataFrame:
-        """The distinct (run_id, dt, pool) of the runs this side selects."""
+        """The distinct (run_id, dt, pool, device_kind) of the runs this side selects."""
         cond = F.lit(True)
         for key, value in self.filters:
             cond = cond & (F.col(key).cast("string") == F.lit(value))
-        return runs.where(cond).select("run_id", "dt", "pool").distinct()
+        return runs.where(cond).select("run_id", "dt", "pool", "device_kind").distinct()
+
+    def check_selected(self, name: str, selected: list[tuple]) -> None:
+        """ValueError when the side selects no run, or runs of more than one device kind
+        (`selected`: (run_id, dt, pool, device_kind)): their samples pooled would give a
+        median of real and simulated measurements together."""
+        if not selected:
+            raise ValueError(f"side {name.upper()} ({self}) matches no run in perf.runs")
+        kinds = sorted({r[3] for r in selected})
+        if len(kinds) > 1:
+            pools = {k: sorted({r[2] for r in selected if r[3] == k}) for k in kinds}
+            raise MixedKinds(f"side {name.upper()} ({self}) selects runs of more than one device kind "
+                             f"({'; '.join(f'{k}: pools {v}' for k, v in pools.items())}), whose samples "
+                             f"would be pooled into one median; add {' or '.join(f'device_kind={k}' for k in kinds)} "
+                             "to it")
 
 
-def kept_samples(samples: DataFrame, runs: list[tuple[str, str, str]], side: str) -> DataFrame:
+def kept_samples(samples: DataFrame, runs: list[tuple], side: str) -> DataFrame:
     """(case_id, device_kind, side, latency_ns) of the kept samples of `runs`, given as
-    (run_id, dt, pool)."""
+    (run_id, dt, pool, ...)."""
     # dt and pool first: they are partition columns, so only those files are read.
     rows = samples.where(F.col("dt").isin(sorted({r[1] for r in runs}))
                          & F.col("pool").isin(sorted({r[2] for r in runs}))
@@ -96,8 +110,7 @@ def compare_runs(samples: DataFrame, runs: DataFrame, cases: DataFrame | None, a
     sides = []
     for name, side in (("a", a), ("b", b)):
         selected = [tuple(r) for r in side.runs(runs).collect()]
-        if not selected:
-            raise ValueError(f"side {name.upper()} ({side}) matches no run in perf.runs")
+        side.check_selected(name, selected)
         sides.append(kept_samples(samples, selected, name))
     out = (sides[0].unionByName(sides[1]).groupBy("case_id")
            .applyInPandas(_case_comparer(alpha, tolerance), _RESULT))
@@ -122,6 +135,10 @@ class SideTooLarge(ValueError):
     """A side selects more samples than the caller compares at once."""
 
 
+class MixedKinds(ValueError):
+    """A side selects runs of more than one device kind (real and simulated)."""
+
+
 def compare_runs_duckdb(con, a: Side, b: Side, *, alpha: float = 0.01, tolerance: float = 0.02,
                         max_samples: int | None = None) -> list[dict]:
     """`compare_runs` on DuckDB: `con` holds the `perf` views of pipelines.query.sql's
@@ -132,10 +149,9 @@ def compare_runs_duckdb(con, a: Side, b: Side, *, alpha: float = 0.01, tolerance
     for name, side in (("a", a), ("b", b)):
         # Keys are checked against SELECTABLE (Side.parse); values are bound parameters.
         where = " AND ".join(f'CAST("{key}" AS VARCHAR) = ?' for key, _ in side.filters)
-        selected = con.execute(f"SELECT DISTINCT run_id, dt, pool FROM perf.runs WHERE {where}",
+        selected = con.execute(f"SELECT DISTINCT run_id, dt, pool, device_kind FROM perf.runs WHERE {where}",
                                [value for _, value in side.filters]).fetchall()
-        if not selected:
-            raise ValueError(f"side {name.upper()} ({side}) matches no run in perf.runs")
+        side.check_selected(name, selected)
         run_ids, dts, pools = (sorted({r[i] for r in selected}) for i in range(3))
         # IN lists, not list_contains(?, dt): DuckDB skips the other partitions' files only for these.
         where = (f"dt IN ({_marks(dts)}) AND pool IN ({_marks(pools)}) AND run_id IN ({_marks(run_ids)}) "

@@ -63,12 +63,19 @@ def select(frames: Frames, field: str, value: str, dt: str | None = None) -> Sid
         raise ValueError(f"cannot compare on {field!r}; use a perf.runs column: {', '.join(FIELDS)}")
     # `field` is one of FIELDS (checked above); the values are bound parameters.
     where = f"CAST({field} AS STRING) = ?" + (" AND dt = ?" if dt else "")
-    runs = frames.table("runs", where, "run_id, dt", params=[str(value)] + ([safe_date(dt)] if dt else []))
+    runs = frames.table("runs", where, "run_id, dt, pool, device_kind",
+                        params=[str(value)] + ([safe_date(dt)] if dt else []))
     if runs.empty:
         raise ValueError(f"no runs with {field} = {value!r}" + (f" on {dt}" if dt else "") +
                          "; list the values with `perflake sql \"SELECT DISTINCT dt, " + field + " FROM perf.runs\"`")
     dt = dt or str(runs["dt"].max())
-    run_ids = tuple(sorted(runs.loc[runs["dt"] == dt, "run_id"].unique()))
+    night = runs.loc[runs["dt"] == dt]
+    kinds = sorted(night["device_kind"].unique())
+    if field in HARDWARE_FIELDS and len(kinds) > 1:  # a case would be matched by id alone: one median of either kind
+        pools = "; ".join(f"{k}: pools {sorted(night.loc[night['device_kind'] == k, 'pool'].unique())}" for k in kinds)
+        raise ValueError(f"the runs with {field} = {value!r} on {dt} are of more than one device kind ({pools}); "
+                         "compare pools instead (--pool-a, --pool-b), whose runs are of one kind")
+    run_ids = tuple(sorted(night["run_id"].unique()))
     in_runs, ids = any_of("run_id", run_ids)
     stats = case_stats(frames, f"dt = ? AND {in_runs} AND status = 'ok' AND median_ns > 0", [dt, *ids])
     if not stats.empty:  # the newest run's median where several runs measured a case

@@ -46,15 +46,15 @@ MAX_SIDE_SAMPLES = 500_000
 
 
 def _compared(reader: Reader, a, b) -> list[dict]:
-    from pipelines.query.ab import SideTooLarge, compare_runs_duckdb
+    from pipelines.query.ab import MixedKinds, SideTooLarge, compare_runs_duckdb
 
     cur = reader.cursor()
     try:
         rows = compare_runs_duckdb(cur, a, b, max_samples=MAX_SIDE_SAMPLES)
-    except ValueError as e:  # a side too large to compare here (400), or that selects no run (404)
+    except ValueError as e:  # a side too large or of two device kinds (400), or that selects no run (404)
         which = "a" if "side A" in str(e) else "b"
         raise params.BadParameter(which, str(a if which == "a" else b), str(e),
-                                  status=400 if isinstance(e, SideTooLarge) else 404) from None
+                                  status=400 if isinstance(e, (SideTooLarge, MixedKinds)) else 404) from None
     finally:
         cur.close()
     families = dict(reader.frame("SELECT case_id, family FROM perf.cases WHERE list_contains(?, case_id)",
