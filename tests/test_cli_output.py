@@ -1,4 +1,4 @@
-"""What three commands print, without a lake: `perflake regressions`' first line,
+"""What commands print, mostly without a lake: `perflake regressions`' first line,
 `perflake ingest`'s next step and `perflake project`'s error table."""
 from __future__ import annotations
 
@@ -10,16 +10,29 @@ import pandas as pd
 def test_the_regressions_headline_is_a_whole_sentence_when_nothing_changed():
     from pipelines.cli.regressions import headline
 
-    assert headline([], None) == "0 changed series in the whole history."
-    assert headline([], "2026-11-22") == "0 changed series on 2026-11-22."
+    assert headline([], None, 0) == "0 changed series in the whole history."
+    assert headline([], "2026-11-22", 0) == "0 changed series on 2026-11-22."
 
 
-def test_the_regressions_headline_counts_series_and_groups_before_listing_them():
+def test_the_regressions_headline_counts_each_series_once_and_the_groups_before_listing_them(spark):
+    """A series slower and using more energy is in two groups (one per metric): the
+    headline once said 2 changed series for it."""
     from pipelines.cli.regressions import headline
+    from pipelines.mining.attribution import changes, pooled
 
-    groups = [{"series": 4}, {"series": 2}]
-    assert headline(groups, "2026-11-22") == "6 changed series on 2026-11-22, 2 group(s):"
-    assert headline(groups, None) == "6 changed series in the whole history, 2 group(s):"
+    change = dict(cause="no recorded difference", direction="regression", device_kind="simulated", family="gemm",
+                  dtype="fp16", gpu_sku="H100-SXM5-80GB", status="confirmed", change_dt="2026-11-18", change_pct=0.2)
+    rows = spark.createDataFrame([{**change, "series_key": "s1", "metric": "latency"},
+                                  {**change, "series_key": "s1", "metric": "energy"},
+                                  {**change, "series_key": "s2", "metric": None, "change_dt": "2026-11-19"}])
+    night = changes(rows, "2026-11-18")
+    groups = [g.asDict() for g in pooled(night).collect()]
+    assert len(groups) == 2 and {g["series"] for g in groups} == {1}
+    assert headline(groups, "2026-11-18", night.select("series_key").distinct().count()) == \
+        "1 changed series on 2026-11-18, 2 group(s):"
+    every = changes(rows)
+    assert headline([g.asDict() for g in pooled(every).collect()], None,
+                    every.select("series_key").distinct().count()) == "2 changed series in the whole history, 2 group(s):"
 
 
 def test_ingest_names_the_mine_that_publishes_each_landed_night():

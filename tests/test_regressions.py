@@ -199,10 +199,10 @@ def test_an_acknowledged_regression_stays_acknowledged_when_re_mined(history):
 
 
 def test_pooled_attribution_groups_the_nights_changes_by_cause(history, spark):
-    from pipelines.mining.attribution import describe, pooled
+    from pipelines.mining.attribution import changes, describe, pooled
 
     table = spark.table("perf.regressions").where(f"pool = '{POOL}' AND metric = 'latency'")
-    groups = [r.asDict() for r in pooled(table, CHANGE_NIGHT).collect()]
+    groups = [r.asDict() for r in pooled(changes(table, CHANGE_NIGHT)).collect()]
     assert len(groups) == 1
     (g,) = groups
     assert (g["cause"], g["direction"], g["family"], g["dtype"], g["series"]) == (

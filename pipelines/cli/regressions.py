@@ -66,7 +66,7 @@ def _spark():
 
 def _cmd_regressions(args) -> int:
     from pipelines.warehouse import catalog
-    from pipelines.mining.attribution import describe, pooled
+    from pipelines.mining.attribution import changes, describe, pooled
     from pipelines.query.sql import format_rows
     from schemas.tables import REGRESSIONS
 
@@ -75,20 +75,16 @@ def _cmd_regressions(args) -> int:
     spark = reader_session(Lake.from_env())
     table = catalog.read_table(spark, REGRESSIONS)
     dt = args.date
-    groups = [r.asDict() for r in pooled(table, dt, include_cleared=args.all).collect()]
+    chosen = changes(table, dt, include_cleared=args.all)
+    groups = [r.asDict() for r in pooled(chosen).collect()]
     rows = []
     if args.detail:
-        from pyspark.sql import functions as F
-
-        chosen = table if dt is None else table.where(F.col("change_dt") == F.lit(dt))
-        if not args.all:
-            chosen = chosen.where(F.col("status") != "cleared")
         rows = [r.asDict() for r in chosen.orderBy("cause", "direction", "series_key").collect()]
     if args.format == "json":
         print(json.dumps({"date": dt, "groups": [{**g, "summary": describe(g)} for g in groups],
                           "regressions": rows}, default=str, indent=2))
         return 0
-    print(headline(groups, dt))
+    print(headline(groups, dt, chosen.select("series_key").distinct().count() if groups else 0))
     for g in groups:
         print(f"  {describe(g)}")
     if dt and not groups:
@@ -98,13 +94,14 @@ def _cmd_regressions(args) -> int:
     return 0
 
 
-def headline(groups: list[dict], dt: str | None) -> str:
-    """The first line of `perflake regressions`: how many series changed and in how many
-    groups (the groups follow, one a line), or a whole sentence when none did."""
+def headline(groups: list[dict], dt: str | None, series: int) -> str:
+    """The first line of `perflake regressions`: how many series changed (each once, though
+    a change in latency and in energy puts it in two groups) and in how many groups (they
+    follow, one a line), or a whole sentence when none did."""
     night = f"on {dt}" if dt else "in the whole history"
     if not groups:
         return f"0 changed series {night}."
-    return f"{sum(g['series'] for g in groups)} changed series {night}, {len(groups)} group(s):"
+    return f"{series} changed series {night}, {len(groups)} group(s):"
 
 
 def _nights_note(spark, dt: str) -> str:

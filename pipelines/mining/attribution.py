@@ -89,16 +89,22 @@ def _env_diffs() -> Column:
                                                      _change(old[k], new[k]).alias("value")))
 
 
-def pooled(regressions: DataFrame, dt: str | None = None, *, include_cleared: bool = False) -> DataFrame:
-    """The changes of one night (change_dt = dt; every night when dt is None) grouped by
-    cause, metric (latency or energy), direction, device kind, family and dtype: one row
-    per group with the number of series, the range of |change_pct|, the GPUs and the
-    statuses, largest group first."""
+def changes(regressions: DataFrame, dt: str | None = None, *, include_cleared: bool = False) -> DataFrame:
+    """The changes of one night (change_dt = dt; every night when dt is None), the cleared
+    ones only when asked; `metric` latency where the row predates the column."""
     rows = regressions.withColumn("metric", F.coalesce(F.col("metric"), F.lit("latency")))
     if dt is not None:
         rows = rows.where(F.col("change_dt") == F.lit(dt))
     if not include_cleared:
         rows = rows.where(F.col("status") != "cleared")
+    return rows
+
+
+def pooled(rows: DataFrame) -> DataFrame:
+    """`changes` grouped by cause, metric (latency or energy), direction, device kind,
+    family and dtype: one row per group with the number of series, the range of
+    |change_pct|, the GPUs and the statuses, largest group first. A series that changed
+    in latency and in energy is in two groups."""
     size = F.abs(F.col("change_pct"))
     return (rows.groupBy("cause", "metric", "direction", "device_kind", "family", "dtype")
             .agg(F.countDistinct("series_key").alias("series"), F.min(size).alias("min_pct"),

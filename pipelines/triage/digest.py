@@ -114,7 +114,7 @@ def build_digests(regressions: DataFrame, owners: Owners, dt: str, since: dateti
     """One digest per owner with anything to say: changes confirmed at or after `since`
     (the start of the night's sweep), grouped by cause; the owner's regressions overdue
     on `today`; missing data, routed by pool."""
-    from pipelines.mining.attribution import describe, pooled
+    from pipelines.mining.attribution import changes, describe, pooled
     from pipelines.triage.status import overdue
 
     new = regressions.where((F.col("status") == "confirmed") & (F.col("status_since") >= F.lit(since))).cache()
@@ -127,7 +127,7 @@ def build_digests(regressions: DataFrame, owners: Owners, dt: str, since: dateti
     for owner in sorted({r.owner for r in new.select("owner").distinct().collect()}):
         mine = new.where(F.col("owner") == F.lit(owner))
         rows = [r.asDict() for r in mine.select(*_ROW).orderBy("change_pct", "regression_id").collect()]
-        for g in pooled(mine).collect():
+        for g in pooled(changes(mine)).collect():
             g = g.asDict()
             members = [r for r in rows if all(_same(r[k], g[k]) for k in _GROUP)]
             kind = digest(owner).regressions if g["direction"] == "regression" else digest(owner).improvements
