@@ -232,6 +232,33 @@ def test_an_unmeasured_gpu_is_projected_from_the_measured_one_and_labelled_simul
     assert s["step_ns"] < projected[2]["step_ns"]  # the B200's roofs are higher on every axis
 
 
+def test_a_filter_that_a_measured_gpu_does_not_match_is_an_error_not_another_gpus_answer(tmp_path):
+    """A mistyped --torch (or a night the GPU missed) once answered from another GPU's
+    calibration, saying the GPU had no measurements in the lake."""
+    from pipelines.projection.lookup import load_lookup
+    from pipelines.warehouse.frames import Frames
+
+    lake = _write_lake(tmp_path)
+    run = {"run_id": "r1", "gpu_sku": H100, "device_kind": "simulated", "torch_version": "2.13.0"}
+    part = lake.warehouse / "runs" / "dt=2035-01-02" / "pool=sim-h100"
+    part.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([run]), part / "p.parquet")  # the columns the lookup reads
+    with Frames(lake) as frames:
+        assert not load_lookup(frames, H100, torch_version="2.13.0").history.empty
+        for asked, said in (({"torch_version": "2.13"}, "torch 2.13"), ({"dates": ["2035-01-03"]}, "nights")):
+            with pytest.raises(ValueError, match=f"no measurement of {H100} \\(simulated\\) matches {said}.*torch "
+                                                 "\\['2.13.0'\\] on 1 night\\(s\\) from 2035-01-02 to 2035-01-02, "
+                                                 "in pools \\['sim-h100'\\]"):
+                load_lookup(frames, H100, **asked)
+        # A GPU the lake never measured still projects from the measured one, filters or not.
+        assert load_lookup(frames, "B200-SXM-180GB", torch_version="2.13").calibration is not None
+        # Asked for real figures of a GPU measured only on the simulated device: projected from
+        # another real GPU where there is one, and never said to be unmeasured.
+        real = load_lookup(frames, H100, device_kind="gpu")
+        assert real.history.empty and real.context.startswith(f"no measurements of {H100} as gpu")
+        assert f"the lake holds simulated measurements of {H100}" in real.context
+
+
 def test_an_empty_lake_still_answers_from_the_spec_sheet(tmp_path):
     from pipelines.projection.lookup import load_lookup
     from pipelines.projection.model import project_workload
@@ -255,6 +282,27 @@ def test_the_cli_labels_simulated_data_and_names_its_sources(tmp_path, capsys, m
     assert "between measured n=5120 and n=8192" in out  # the --calls table names each call's source
     assert main(["model", "llama-8b", "--gpu", H100, "--tp", "3"]) == 2
     assert "tp 3 does not divide the 32 query heads" in capsys.readouterr().err
+
+
+def test_the_cli_gives_each_mode_its_own_options_and_its_history_as_json(tmp_path, capsys, monkeypatch):
+    """--history printed its text table under --format json, and --calls or --save beside
+    a comparison or a history were ignored without a word."""
+    from pipelines.cli import main
+
+    lake = _write_lake(tmp_path)
+    monkeypatch.setenv("PERFLAKE_HOME", str(lake.root))
+    base = ["model", "llama-8b", "--gpu", H100, "--phase", "prefill", "--prompt", "2048"]
+    assert main([*base, "--history", "--format", "json"]) == 0
+    (gpu,) = json.loads(capsys.readouterr().out)
+    assert gpu["gpu"] == H100 and [n["dt"] for n in gpu["nights"]] == ["2035-01-02"] and "SIMULATED" in gpu["context"]
+    for extra, said in ((["--history", "--calls"], "--calls goes with a projection, not with --history"),
+                        (["--vs-gpu", "B200-SXM-180GB", "--save"], "--save goes with a projection, not with --vs-gpu"),
+                        (["--vs-torch", "2.13.0", "--history"], "are two answers")):
+        assert main([*base, *extra]) == 2
+        assert said in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # the option's own name, not the scenario's `seq`
+        main([*base, "--prompt", "0"])
+    assert refused.value.code == 2 and "--prompt: 0 is not positive" in capsys.readouterr().err
 
 
 def test_a_gpu_measured_for_real_and_simulated_is_read_from_its_real_measurements_unless_asked(tmp_path, capsys,

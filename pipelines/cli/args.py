@@ -25,3 +25,14 @@ def port_arg(text: str) -> int:
     if not 1 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"port {port} is not between 1 and 65535")
     return port
+
+
+def positive_int(text: str) -> int:
+    """A count of something (sequences, tokens, GPUs): a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive")
+    return value

@@ -20,7 +20,7 @@ import argparse
 import json
 import math
 
-from pipelines.cli.args import date_arg
+from pipelines.cli.args import date_arg, positive_int
 from pipelines.config.lake import Lake
 
 
@@ -30,11 +30,11 @@ def register(sub) -> None:
     p.add_argument("preset", nargs="?", help="workload preset name (perflake model --list) or a YAML path")
     p.add_argument("--gpu", action="append", help="catalog SKU, repeatable, or 'all' (default: every catalog GPU)")
     p.add_argument("--phase", choices=["prefill", "decode"], default="decode")
-    p.add_argument("--batch", type=int, default=1, help="sequences per step (default 1)")
-    p.add_argument("--prompt", type=int, default=2048, help="prefill: prompt tokens (default 2048)")
-    p.add_argument("--context", type=int, default=4096, help="decode: KV cache tokens (default 4096)")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs (default 1)")
-    p.add_argument("--ep", type=int, default=1, help="MoE: expert-parallel ways within the tp GPUs (default 1)")
+    p.add_argument("--batch", type=positive_int, default=1, help="sequences per step (default 1)")
+    p.add_argument("--prompt", type=positive_int, default=2048, help="prefill: prompt tokens (default 2048)")
+    p.add_argument("--context", type=positive_int, default=4096, help="decode: KV cache tokens (default 4096)")
+    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs (default 1)")
+    p.add_argument("--ep", type=positive_int, default=1, help="MoE: expert-parallel ways within the tp GPUs (default 1)")
     p.add_argument("--device-kind", choices=["gpu", "simulated"],
                    help="which measurements (never mixed; default: the real ones where a GPU has both)")
     p.add_argument("--torch", help="only measurements of runs with this torch version")
@@ -68,6 +68,7 @@ def _cmd_model(args) -> int:
     from pipelines.projection.workload import Scenario, load_workload
     from pipelines.warehouse.frames import Frames
 
+    _check_modes(args)
     w = load_workload(args.preset)
     seq = args.prompt if args.phase == "prefill" else args.context
     s = Scenario(args.phase, args.batch, seq, args.tp, args.ep).check(w)
@@ -88,10 +89,16 @@ def _cmd_model(args) -> int:
             b = project_workload(w, s, lookup(args.vs_gpu or gpus[0], args.vs_torch or args.torch))
             return _print_compare(w, s, a, b, compare(a, b), args.format)
         if args.history:
+            nights = []
             for sku in gpus:
                 lk = lookup(sku)
-                table = history(w, s, lk)
-                print(f"{w.name} {s.label} on {sku}, per night ({lk.context}):")
+                nights.append((sku, lk.context, history(w, s, lk)))
+            if args.format == "json":
+                print(json.dumps([{"gpu": sku, "context": context, "nights": table.to_dict("records")}
+                                  for sku, context, table in nights], indent=2, default=_plain))
+                return 0
+            for sku, context, table in nights:
+                print(f"{w.name} {s.label} on {sku}, per night ({context}):")
                 print(table.round(3).to_string(index=False) if not table.empty else "  no measured night")
             return 0
         results = [(sku, *project_workload(w, s, lookup(sku))) for sku in gpus]
@@ -110,6 +117,20 @@ def _cmd_model(args) -> int:
         if args.calls:
             _print_calls(calls)
     return 0
+
+
+def _check_modes(args) -> None:
+    """One answer per command: a projection (with --calls, --save), a comparison
+    (--vs-gpu, --vs-torch) or a history (--history). Options of one mode given to another
+    were ignored without a word."""
+    mode = ("--vs-gpu/--vs-torch" if args.vs_gpu or args.vs_torch else None,
+            "--history" if args.history else None)
+    given = [m for m in mode if m]
+    if len(given) > 1:
+        raise ValueError(f"{given[0]} and {given[1]} are two answers; ask for one at a time")
+    for option, on in (("--calls", args.calls), ("--save", args.save)):
+        if on and given:
+            raise ValueError(f"{option} goes with a projection, not with {given[0]}")
 
 
 def _plain(v):

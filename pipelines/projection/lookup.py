@@ -65,7 +65,8 @@ class Lookup:
         """One line naming what the figures rest on."""
         kind = {"simulated": "SIMULATED ", None: ""}.get(self.device_kind, f"{self.device_kind} ")
         if self.history.empty:
-            what = f"no measurements of {self.sku} in the lake"
+            # (a note here says the lake holds the other device kind of it)
+            what = f"no measurements of {self.sku}" + (f" as {self.device_kind}" if self.note else " in the lake")
         else:
             d = self.dates
             what = (f"{kind}measurements of {self.sku}: {self.measured['case_id'].nunique()} cases, "
@@ -105,13 +106,18 @@ def newest(history: pd.DataFrame) -> pd.DataFrame:
     return history.sort_values(["dt", "run_id"]).groupby("case_id", as_index=False).tail(1).reset_index(drop=True)
 
 
+def measured_kinds(frames, sku: str) -> list[str]:
+    """The device kinds `sku` was measured as (successful cases), sorted."""
+    kinds = frames.table("case_stats", "gpu_sku = ? AND status = 'ok'", "DISTINCT device_kind", params=[sku])
+    return sorted(kinds["device_kind"].dropna()) if not kinds.empty else []
+
+
 def choose_kind(frames, sku: str) -> tuple[str | None, str]:
     """Which of `sku`'s measurements to read when the caller named no device kind: the
     only kind the lake holds, or the real ones ('gpu') where it holds both (simulated
     nights are for demos and tests), with a note saying how to read the other instead.
     (None, "") when `sku` was never measured."""
-    kinds = frames.table("case_stats", "gpu_sku = ? AND status = 'ok'", "DISTINCT device_kind", params=[sku])
-    kinds = sorted(kinds["device_kind"].dropna()) if not kinds.empty else []
+    kinds = measured_kinds(frames, sku)
     if len(kinds) <= 1:
         return (kinds[0] if kinds else None), ""
     kind = "gpu" if "gpu" in kinds else kinds[0]
@@ -135,6 +141,11 @@ def load_lookup(frames, sku: str, *, device_kind: str | None = None, torch_versi
     note = ""
     if device_kind is None:
         device_kind, note = choose_kind(frames, sku)
+    else:
+        held = measured_kinds(frames, sku)
+        if held and device_kind not in held:
+            note = (f"the lake holds {' and '.join(held)} measurements of {sku}, never mixed with these: "
+                    f"--device-kind {held[0]} reads them")
     where, params = ["gpu_sku = ?", "status = 'ok'", "median_ns > 0"], [sku]
     if device_kind:
         where.append("device_kind = ?")
@@ -151,6 +162,8 @@ def load_lookup(frames, sku: str, *, device_kind: str | None = None, torch_versi
             params += vals
     history = case_stats(frames, " AND ".join(where), params) if device_kind else pd.DataFrame()
     history = history.reindex(columns=_COLUMNS) if not history.empty else pd.DataFrame(columns=_COLUMNS)
+    if history.empty and (torch_version or dates or pools):
+        _check_filters(frames, sku, device_kind, torch_version, dates, pools)
     cal, fallback = None, None
     try:  # a calibration needs cases with work measured (not only empty calls)
         if not history.empty:
@@ -167,6 +180,23 @@ def load_lookup(frames, sku: str, *, device_kind: str | None = None, torch_versi
     except ValueError:
         cal = None
     return Lookup(sku, device_kind, history, cal, torch_version, note, fallback)
+
+
+def _check_filters(frames, sku: str, device_kind: str | None, torch_version, dates, pools) -> None:
+    """ValueError when `sku` was measured but not as the filters ask (a mistyped version,
+    a night it missed), naming what it has: projecting from another GPU instead would
+    answer a question nobody asked. A GPU never measured (of that kind) projects from
+    another, as for hardware not yet in the lake."""
+    where, params = "gpu_sku = ?" + (" AND device_kind = ?" if device_kind else ""), [sku, *[device_kind] * bool(device_kind)]
+    runs = frames.table("runs", where, "DISTINCT torch_version, dt, pool", params=params)
+    if runs.empty:
+        return
+    asked = ", ".join(f"{name} {value}" for name, value in (("torch", torch_version), ("nights", dates),
+                                                             ("pools", pools)) if value)
+    nights = sorted(runs["dt"].unique())
+    raise ValueError(f"no measurement of {sku}{f' ({device_kind})' if device_kind else ''} matches {asked}; it was "
+                     f"measured with torch {sorted(runs['torch_version'].dropna().unique())} on "
+                     f"{len(nights)} night(s) from {nights[0]} to {nights[-1]}, in pools {sorted(runs['pool'].unique())}")
 
 
 def _plain(v) -> str:
