@@ -229,3 +229,21 @@ def test_mining_a_night_on_projected_hardware_scores_the_projections_made_before
     made = pd.Timestamp(before["projected_at"].iloc[0]).to_pydatetime().replace(tzinfo=None)
     assert {r.projected_at.replace(tzinfo=None) for r in rows} == {made}  # scored, not re-projected
     print(f"\nsim H100 -> sim L40S, scored by the mine task: {scored}")
+
+
+def test_a_latency_bound_case_far_below_the_roofs_projects_onto_its_own_gpu_as_measured():
+    """A gloo all-reduce of 16 KB measured on an H200 at 200 us reaches 1.5e-5 of the HBM
+    roof; a floor of 1e-4 on the efficiency projected it onto the H200 itself at 35 us."""
+    from kernels_bench.hardware import hardware
+    from pipelines.projection.roofline import calibrate, project
+
+    h200 = hardware("H200-SXM-141GB")
+    measured = pd.DataFrame([
+        {"case_id": "noop", "family": "selftest", "kernel": "noop", "backend": "torch", "dtype": "fp32",
+         "shape": "", "flops_per_call": 0.0, "bytes_per_call": 0.0, "median_ns": 5_000.0},
+        {"case_id": "ar", "family": "collective", "kernel": "all_reduce", "backend": "gloo", "dtype": "fp32",
+         "shape": "numel=4096,world_size=2", "flops_per_call": 4096.0, "bytes_per_call": 32768.0,
+         "median_ns": 199_736.0}])
+    cal = calibrate(measured, h200, "gpu")
+    (row,) = project(measured[measured["case_id"] == "ar"], cal, h200).to_dict("records")
+    assert row["projected_ns"] == pytest.approx(199_736.0, rel=1e-6) and row["efficiency"] < 1e-4
