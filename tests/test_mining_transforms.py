@@ -161,6 +161,38 @@ def test_a_change_the_runs_cannot_tell_from_a_drift_is_a_gradual_regression():
     assert abs(int(row["change_run_id"][1:]) - 150) <= 3 and 0.8 < row["change_pct"] < 2.5
 
 
+def test_two_slow_nights_confirmed_by_the_next_are_cleared_once_the_level_is_back_and_a_lasting_step_is_not():
+    """Mined night after night, as the nightly mine does: two slow nights (a two-mode
+    series) were confirmed by the run after them and stayed confirmed for good, re-measured
+    at 0.2 %. A lasting step of the same size in the same noise stays confirmed."""
+    import pandas as pd
+
+    from pipelines.changepoint import DetectorParams
+    from pipelines.mining import regressions
+
+    def nightly(latency) -> list[list[tuple[str, str]]]:
+        nights = pd.date_range("2026-01-01", periods=len(latency), freq="D", tz="UTC")
+        points = pd.DataFrame({"run_id": [f"r{i:03d}" for i in range(len(latency))], "started_at": nights,
+                               "dt": nights.strftime("%Y-%m-%d"), "value": latency, "median_ns": latency,
+                               "metric": "latency", "series_key": "k", **{c: "x" for c in regressions._DESCRIBE}})
+        known, seen = pd.DataFrame(columns=regressions._candidate_schema().names), []
+        for night in range(20, len(latency) + 1):
+            known = regressions._series_changes(points.iloc[:night], known, now=pd.Timestamp("2026-11-27", tz="UTC"),
+                                                params=DetectorParams())
+            seen.append([(r.change_run_id, r.status) for r in known.itertuples()])
+        return seen
+
+    rng = np.random.default_rng(5)
+    quiet = 1000.0 * (1 + 0.003 * rng.standard_normal(34))
+    blip, step = quiet.copy(), quiet.copy()
+    blip[22:24] *= 1.03
+    step[22:] *= 1.03
+    seen = nightly(blip)
+    assert [("r022", "provisional")] in seen and [("r022", "confirmed")] in seen  # as before: flagged, then agreed
+    assert seen[-1] == [("r022", "cleared")]
+    assert all(s == [("r022", "confirmed")] for s in nightly(step)[4:])
+
+
 def test_a_gradual_changes_cause_says_it_is_not_tied_to_one_run(spark):
     from pipelines.mining.attribution import ATTRIBUTES, GRADUAL, with_attribution
 

@@ -1,6 +1,7 @@
 """A level change known from an earlier look, followed as the history grows: its size
-and significance re-measured at its run (`measure_at`), and whether the runs after it
-agree that a new level starts there (`confirms`). pipelines.mining.regressions asks
+and significance re-measured at its run (`measure_at`), whether the runs after it
+agree that a new level starts there (`confirms`), and whether the level has since
+faded back (`faded`). pipelines.mining.regressions asks
 both of every known change, every night, whether or not `detect` reports it again."""
 from __future__ import annotations
 
@@ -53,6 +54,27 @@ def confirms(values, index: int, *, changes=(), params: DetectorParams = Detecto
     floor = effect_floor(level, sigma, params)
     return bool(floor > 0 and abs(float(np.median(shift))) >= floor
                 and (np.all(shift >= floor / 2) or np.all(shift <= -floor / 2)))
+
+
+# The runs from a confirmed change before `faded` may say the level did not hold.
+FADE_RUNS = LOCAL_RUNS // 2
+
+
+def faded(values, index: int, *, changes=(), params: DetectorParams = DetectorParams()) -> bool:
+    """Has a level change confirmed at `index` faded: FADE_RUNS runs or more from it to the
+    next change, whose median sits within the smallest floor the detector reports at
+    (min_rel_change_measured and min_sigma_measured) of the last good level? Two slow
+    nights of a two-mode series, agreed by the run after them, are confirmed; the runs
+    since, back at the old level, say the level never moved."""
+    known = _known_split(values, index, changes)
+    if known is None:
+        return False
+    x, k, lo, hi, sigma = known
+    if hi - k < FADE_RUNS:
+        return False
+    level = float(np.median(x[lo:k][-LOCAL_RUNS:]))
+    floor = max(params.min_rel_change_measured * abs(level), params.min_sigma_measured * sigma)
+    return bool(abs(float(np.median(x[k:hi])) - level) < floor)
 
 
 def _known_split(values, index: int, changes) -> tuple[np.ndarray, int, int, int, float] | None:

@@ -20,8 +20,9 @@ recomputes the numbers but keeps the story:
 - provisional: only the change run is at the new level so far;
 - confirmed: a later run or a confirmation rerun agreed with it (`confirms`), or the
   significance test found it; a confirmed change stays confirmed (a later return to
-  the old level is a change of its own);
-- cleared: it was provisional and the next run or rerun did not agree; final;
+  the old level is a change of its own), unless the detector no longer reports it and
+  its level has faded back (`faded`: a few slow nights of a two-mode series);
+- cleared: it was provisional and the next run or rerun did not agree, or it faded; final;
 - acknowledged: a person acknowledged it (`perflake triage ack`); kept with who, when and why;
 - closed: its triage is finished (pipelines.triage.status); final, kept with who, when and why.
 Its owner and triage due date (pipelines.config.owners) are set when it is first seen and kept.
@@ -40,7 +41,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.warehouse import catalog
-from pipelines.changepoint import DetectorParams, bh_adjust, confirms, detect, measure_at
+from pipelines.changepoint import DetectorParams, bh_adjust, confirms, detect, faded, measure_at
 from pipelines.config.lake import Lake
 from pipelines.mining.attribution import run_context, with_attribution
 from pipelines.config.owners import Owners, load_owners
@@ -254,8 +255,8 @@ def _series_changes(points: pd.DataFrame, prev: pd.DataFrame, *, now: pd.Timesta
     # decide again without it until nothing changes (as the next mine will see it).
     standing = cuts
     for _ in range(len(cuts) + 1):
-        decided = {i: _decide(values, i, [j for j in standing if j != i], fresh.get(i), active.get(i), params)
-                   for i in cuts}
+        decided = {i: _decide(values, i, [j for j in standing if j != i], fresh.get(i), active.get(i), params,
+                              seen=i in evidence) for i in cuts}
         still = [i for i in cuts if decided[i][0] != "cleared"]
         if still == standing:
             break
@@ -287,11 +288,15 @@ def _detected_by(change) -> str:
 
 
 def _decide(values: np.ndarray, i: int, others: list[int], fresh, prior: dict | None,
-            params: DetectorParams) -> tuple[str, bool | None]:
-    """(status, whether the runs from i agree) of the change at position i."""
+            params: DetectorParams, seen: bool = False) -> tuple[str, bool | None]:
+    """(status, whether the runs from i agree) of the change at position i. A confirmed
+    change that the detector no longer reports (`seen` False) and whose level has faded
+    back is cleared (a short excursion, not a change)."""
     agree = confirms(values, i, changes=others, params=params)
     if fresh is not None:
         return ("confirmed" if agree or not fresh.provisional else "provisional"), agree
+    if prior["status"] == "confirmed" and not seen and faded(values, i, changes=others, params=params):
+        return "cleared", agree
     return _next_status(prior["status"], agree), agree
 
 
