@@ -372,7 +372,10 @@ def test_detect_changes_cli_names_the_file_line_and_value_of_bad_input(tmp_path,
     path.write_text("night,median_ns\n0,1.0\n1,\n2,NaN\n3,1.2ms\n4,1.1\n")
     assert main(["detect-changes", str(path), "--column", "median_ns"]) == 2
     err = capsys.readouterr().err
-    assert f"{path}, row 4 (line 5), column 'median_ns': '1.2ms' is not a number" in err
+    assert f"{path}, row 4 (line 5), column 'median_ns': '1.2ms' is not a finite number" in err
+    path.write_text("night,median_ns\n0,1.0\n1,inf\n2,1.1\n")  # a broken timer, not a run
+    assert main(["detect-changes", str(path), "--column", "median_ns"]) == 2
+    assert "row 2 (line 3), column 'median_ns': 'inf' is not a finite number" in capsys.readouterr().err
     assert main(["detect-changes", str(path), "--column", "latency"]) == 2
     assert "no column 'latency' (columns: night, median_ns)" in capsys.readouterr().err
 

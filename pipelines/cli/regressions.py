@@ -174,10 +174,11 @@ def read_series(path: str, column: str):
         raise ValueError(f"{path}: no column {column!r} (columns: {', '.join(frame.columns)})")
     cells = frame[column].str.strip()
     values = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float)
-    bad = np.flatnonzero(np.isnan(values) & cells.notna().to_numpy() & (cells != "").to_numpy())
+    bad = np.flatnonzero(~np.isfinite(values) & cells.notna().to_numpy() & (cells != "").to_numpy())
     if len(bad):
         i = int(bad[0])  # line 1 is the header
-        raise ValueError(f"{path}, row {i + 1} (line {i + 2}), column {column!r}: {cells.iloc[i]!r} is not a number"
+        raise ValueError(f"{path}, row {i + 1} (line {i + 2}), column {column!r}: {cells.iloc[i]!r} is not a finite "
+                         "number"
                          + (f" ({len(bad) - 1} more such cells)" if len(bad) > 1 else ""))
     return values
 
