@@ -187,7 +187,9 @@ def _check_filters(frames, sku: str, device_kind: str | None, torch_version, dat
     a night it missed), naming what it has: projecting from another GPU instead would
     answer a question nobody asked. A GPU never measured (of that kind) projects from
     another, as for hardware not yet in the lake."""
-    where, params = "gpu_sku = ?" + (" AND device_kind = ?" if device_kind else ""), [sku, *[device_kind] * bool(device_kind)]
+    where, params = "gpu_sku = ?", [sku]
+    if device_kind:
+        where, params = where + " AND device_kind = ?", params + [device_kind]
     runs = frames.table("runs", where, "DISTINCT torch_version, dt, pool", params=params)
     if runs.empty:
         return
