@@ -1,8 +1,8 @@
 """A level change known from an earlier look, followed as the history grows: its size
 and significance re-measured at its run (`measure_at`), whether the runs after it
 agree that a new level starts there (`confirms`), and whether the level has since
-faded back (`faded`). pipelines.mining.regressions asks
-both of every known change, every night, whether or not `detect` reports it again."""
+faded back (`faded`). pipelines.mining.regressions asks these of every known change,
+every night, whether or not `detect` reports it again."""
 from __future__ import annotations
 
 import numpy as np

@@ -177,9 +177,9 @@ def read_series(path: str, column: str):
     bad = np.flatnonzero(~np.isfinite(values) & cells.notna().to_numpy() & (cells != "").to_numpy())
     if len(bad):
         i = int(bad[0])  # line 1 is the header
+        more = f" ({len(bad) - 1} more such cells)" if len(bad) > 1 else ""
         raise ValueError(f"{path}, row {i + 1} (line {i + 2}), column {column!r}: {cells.iloc[i]!r} is not a finite "
-                         "number"
-                         + (f" ({len(bad) - 1} more such cells)" if len(bad) > 1 else ""))
+                         f"number{more}")
     return values
 
 
