@@ -55,6 +55,10 @@ def test_every_page_answers_on_a_simulated_lake(client, bench):
         r = client.get(path)
         assert r.status_code == 200, (name, r.status_code, detail(r))
         assert "Traceback" not in r.text and "<h1>" in r.text
+        head = client.head(path)  # curl -I, uptime checks: the GET's status and headers, no body
+        assert (head.status_code, head.content) == (200, b""), (name, head.status_code)
+        assert head.headers["content-length"] == str(len(r.content)) and "Content-Security-Policy" in head.headers
+    assert client.head("/no/such/page").status_code == 404
 
 
 def test_the_explorer_filters_by_kernel_and_links_each_row_to_its_series(client, bench):

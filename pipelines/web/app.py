@@ -92,6 +92,8 @@ def create_app(lake: Lake, token: str | None = None) -> FastAPI:
             response.headers.setdefault("Cache-Control", "no-store")
         return response
 
+    app.add_middleware(HeadAsGet)  # added last: outermost
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
         return _error_page(request, exc.status_code, str(exc.detail))
@@ -107,6 +109,28 @@ def create_app(lake: Lake, token: str | None = None) -> FastAPI:
         return _error_page(request, 500, f"the page failed ({type(exc).__name__}); the server log has the details")
 
     return app
+
+
+class HeadAsGet:
+    """HEAD answered as GET without the body (FastAPI's GET routes answer HEAD with 405):
+    `curl -I`, uptime checks and link checkers see the page's status and headers,
+    Content-Length included, and the guard above sees the request as it would a GET."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            return await self.app(scope, receive, send)
+
+        async def headers_only(message):
+            if message["type"] == "http.response.body":
+                if message.get("more_body"):
+                    return
+                message = {"type": "http.response.body", "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
 
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
