@@ -1,22 +1,24 @@
-"""The regression lifecycle replayed night by night, as the nightly mine runs it
-(pipelines.mining.regressions._series_changes on every prefix of a history, each night's
-rows carried into the next): confirmed false alarms on change-free histories and lasting
-steps kept, with and without the fading rule (pipelines.changepoint.known.faded).
-
-changepoint_nightly replays the detector alone. The mine does more: a provisional change
-is confirmed as soon as the next run agrees (`confirms`), and a confirmed change was then
-kept for good. Two slow nights of a two-mode series were enough for a false alarm that
-stayed listed (found on the demo's simulated history). Per noise family, at 1 % noise
+"""The regression lifecycle replayed night by night, as the nightly sweep runs it: each
+night one run of the case is mined (pipelines.mining.regressions._series_changes on the
+history so far, the rows carried into the next night); a change first seen in that run
+and left provisional gets a confirmation rerun, a run of its own, mined again the same
+night (nightly_sweep's plan_rerun / mine_reruns). Per noise family, at 1 % noise
 (robust sigma) and 60 nights (replayed from night 20):
 
 - quiet: false alarms per 1,000 replayed nights, counted once each: ever confirmed (what
-  an owner was told) and still confirmed on the last night (what `perflake regressions`
-  lists);
-- steps of 3 % and 5 % that last from night 35 on: the share confirmed on the last night.
+  an owner was told, in the digest) and still confirmed on the last night (what
+  `perflake regressions` lists); and reruns per 1,000 nights (what flags cost);
+- steps of 3 % and 5 % that start on night 35 and last: the share confirmed at the step
+  by the end of its first night (after its rerun), of its third night, and on the last
+  night (a confirmation within 3 runs of the step counts).
+
+changepoint_nightly replays the detector alone (`detect` on every prefix); this adds what
+the mine makes of its output: when a provisional change is confirmed (`known.confirms`)
+or cleared, and when a confirmed one has faded (`known.faded`).
 
     .venv/bin/python benchmarks/changepoint_lifecycle.py [--series 40] [--seed 7]
 
-The figures are in NOTES-changepoint.md ("The lifecycle, replayed").
+The figures are in NOTES-changepoint.md ("the lifecycle, replayed").
 """
 
 from __future__ import annotations
@@ -40,50 +42,90 @@ SIGMA = 0.01
 STEP_NIGHT = 35
 STEPS = (0.03, 0.05)
 NOW = pd.Timestamp("2026-11-30", tz="UTC")
+NEAR = 3  # a confirmed change within this many runs of the step's first run finds it
 
 
-def replay(latency: np.ndarray) -> tuple[set[str], set[str]]:
-    """(change runs ever confirmed, change runs confirmed on the last night) of one
-    history mined night by night."""
-    nights = pd.date_range("2026-01-01", periods=len(latency), freq="D", tz="UTC")
-    points = pd.DataFrame({"run_id": [f"r{i:03d}" for i in range(len(latency))], "started_at": nights,
-                           "dt": nights.strftime("%Y-%m-%d"), "value": latency, "median_ns": latency,
-                           "metric": "latency", "series_key": "k", **{c: "x" for c in regressions._DESCRIBE}})
-    known = pd.DataFrame(columns=regressions._candidate_schema().names)
-    ever: set[str] = set()
-    for night in range(FIRST_ONLINE_NIGHT, len(latency) + 1):
-        known = regressions._series_changes(points.iloc[:night], known, now=NOW, params=DetectorParams())
-        ever |= set(known.loc[known["status"] == "confirmed", "change_run_id"])
-    return ever, set(known.loc[known["status"] == "confirmed", "change_run_id"])
+class Replay:
+    """One case's history grown night by night from a stream of noise draws (one per run,
+    reruns included, so autocorrelation runs through them)."""
+
+    def __init__(self, noise: np.ndarray, step: float = 0.0):
+        self.noise, self.step = noise, step
+        self.values: list[float] = []
+        self.nights: list[int] = []
+        self.known = pd.DataFrame(columns=regressions._candidate_schema().names)
+        self.ever: set[int] = set()      # runs ever confirmed as a change's first run
+        self.confirmed_on: dict[int, int] = {}  # run -> night it was first confirmed
+        self.reruns = 0
+
+    def measure(self, night: int) -> int:
+        level = 1000.0 * (1 + self.step * (night >= STEP_NIGHT))
+        self.values.append(level * (1 + SIGMA * self.noise[len(self.values)]))
+        self.nights.append(night)
+        return len(self.values) - 1
+
+    def mine(self, night: int) -> None:
+        n = len(self.values)
+        started = pd.Timestamp("2026-01-01", tz="UTC") + pd.to_timedelta(np.arange(n), unit="h")
+        points = pd.DataFrame({"run_id": [f"r{i:03d}" for i in range(n)], "started_at": started,
+                               "dt": [f"n{d:02d}" for d in self.nights], "value": self.values,
+                               "median_ns": self.values, "metric": "latency", "series_key": "k",
+                               **{c: "x" for c in regressions._DESCRIBE}})
+        self.known = regressions._series_changes(points, self.known, now=NOW, params=DetectorParams())
+        for run in self.known.loc[self.known["status"] == "confirmed", "change_run_id"]:
+            i = int(run[1:])
+            self.ever.add(i)
+            self.confirmed_on.setdefault(i, night)
+
+    def night(self, night: int) -> None:
+        run = self.measure(night)
+        self.mine(night)
+        fresh = self.known[(self.known["status"] == "provisional") & (self.known["change_run_id"] == f"r{run:03d}")]
+        if len(fresh):
+            self.reruns += 1
+            self.measure(night)
+            self.mine(night)
+
+    def listed(self) -> set[int]:
+        return {int(r[1:]) for r in self.known.loc[self.known["status"] == "confirmed", "change_run_id"]}
 
 
-def run(series: int, seed: int, fade: bool) -> dict:
-    real_faded = regressions.faded
-    if not fade:
-        regressions.faded = lambda *a, **k: False
-    try:
-        out = {}
-        for k, kind in enumerate(NOISE_KINDS):
-            rng = np.random.default_rng([seed, k])
-            quiet = 1000.0 * (1 + SIGMA * _unit_noise(kind, rng, (series, NIGHTS)))
-            ever = last = 0
-            for x in quiet:
-                e, l_ = replay(x)
-                ever, last = ever + len(e), last + len(l_)
-            replayed = series * (NIGHTS - FIRST_ONLINE_NIGHT + 1)
-            kept = {}
-            for step in STEPS:
-                hist = 1000.0 * (1 + SIGMA * _unit_noise(kind, rng, (series, NIGHTS)))
-                hist[:, STEP_NIGHT:] *= 1 + step
-                found = 0
-                for x in hist:
-                    _, l_ = replay(x)
-                    found += any(abs(int(r[1:]) - STEP_NIGHT) <= 3 for r in l_)
-                kept[step] = found / series
-            out[kind] = {"ever": 1000 * ever / replayed, "last": 1000 * last / replayed, "kept": kept}
-        return out
-    finally:
-        regressions.faded = real_faded
+def replay(noise: np.ndarray, step: float = 0.0) -> Replay:
+    r = Replay(noise, step)
+    for night in range(FIRST_ONLINE_NIGHT - 1):
+        r.measure(night)
+    for night in range(FIRST_ONLINE_NIGHT - 1, NIGHTS):
+        r.night(night)
+    return r
+
+
+def step_found(r: Replay) -> tuple[float | None, bool]:
+    """(the night the step was first confirmed, relative to its first night, or None;
+    whether it is listed on the last night)."""
+    first = r.nights.index(STEP_NIGHT)
+    near = [i for i in r.confirmed_on if abs(i - first) <= NEAR]
+    when = min((r.confirmed_on[i] for i in near), default=None)
+    return (None if when is None else when - STEP_NIGHT), any(abs(i - first) <= NEAR for i in r.listed())
+
+
+def run(series: int, seed: int) -> dict:
+    out = {}
+    nights = NIGHTS - FIRST_ONLINE_NIGHT + 1
+    for k, kind in enumerate(NOISE_KINDS):
+        rng = np.random.default_rng([seed, k])
+        ever = last = reruns = 0
+        for noise in _unit_noise(kind, rng, (series, 2 * NIGHTS)):
+            r = replay(noise)
+            ever, last, reruns = ever + len(r.ever), last + len(r.listed()), reruns + r.reruns
+        row = {"ever": 1000 * ever / (series * nights), "last": 1000 * last / (series * nights),
+               "reruns": 1000 * reruns / (series * nights)}
+        for step in STEPS:
+            found = [step_found(replay(noise, step)) for noise in _unit_noise(kind, rng, (series, 2 * NIGHTS))]
+            row[step] = {"c+0": np.mean([w is not None and w <= 0 for w, _ in found]),
+                         "c+2": np.mean([w is not None and w <= 2 for w, _ in found]),
+                         "end": np.mean([end for _, end in found])}
+        out[kind] = row
+    return out
 
 
 def main() -> None:
@@ -92,15 +134,17 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args()
     t0 = time.monotonic()
-    off, on = run(args.series, args.seed, fade=False), run(args.series, args.seed, fade=True)
-    print(f"{args.series} histories per family and kind, {NIGHTS} nights at {SIGMA:.0%} noise, replayed from "
-          f"night {FIRST_ONLINE_NIGHT}; false alarms per 1,000 replayed nights (fade off -> on)")
-    print(f"{'family':<12} {'ever confirmed':>18} {'listed at the end':>20} "
-          + " ".join(f"{f'{s:.0%} step kept':>18}" for s in STEPS))
+    out = run(args.series, args.seed)
+    print(f"{args.series} histories per family and kind, {NIGHTS} nights at {SIGMA:.0%} noise, replayed from night "
+          f"{FIRST_ONLINE_NIGHT} with confirmation reruns; per 1,000 replayed nights: false alarms ever confirmed, "
+          "listed at the end, reruns; steps: share confirmed by the end of the step's night / its third night / "
+          "listed at the end")
+    print(f"{'family':<12} {'ever':>6} {'listed':>7} {'reruns':>7} "
+          + " ".join(f"{f'{s:.0%} step c+0 / c+2 / end':>28}" for s in STEPS))
     for kind in NOISE_KINDS:
-        a, b = off[kind], on[kind]
-        print(f"{kind:<12} {a['ever']:>8.2f} -> {b['ever']:<7.2f} {a['last']:>10.2f} -> {b['last']:<7.2f} "
-              + " ".join(f"{a['kept'][s]:>8.2f} -> {b['kept'][s]:<7.2f}" for s in STEPS))
+        a = out[kind]
+        print(f"{kind:<12} {a['ever']:>6.2f} {a['last']:>7.2f} {a['reruns']:>7.1f} "
+              + " ".join(f"{a[s]['c+0']:>14.2f} / {a[s]['c+2']:.2f} / {a[s]['end']:.2f}" for s in STEPS))
     print(f"({time.monotonic() - t0:.0f} s)")
 
 

@@ -34,26 +34,66 @@ def measure_at(values, index: int, *, changes=(), params: DetectorParams = Detec
                     fixed_split_pvalue(left, right, sigma=sigma), k >= len(x) - params.confirm_points, params)
 
 
+# A new level is confirmed where its runs are unusual against the recent runs before
+# it (up to 2 x LOCAL_RUNS, back to the previous change), not only far in noise widths:
+# two slow nights of a two-mode kernel, or two heavy-tailed ones, clear the floors as a
+# step does (benchmarks/changepoint_lifecycle.py). With two runs, each must sit beyond
+# every recent run by the effect floor (the change run and its rerun confirm a step
+# larger than anything the history did, the same night). With 3 to CONFIRM_RUNS runs,
+# the chance that every run lands as far out as the least unusual of them (`unusual`,
+# on the recent runs' own spread) must be at most strict_alpha, the level of the
+# newest-runs test. Past CONFIRM_RUNS runs it is the detector's significance test that
+# confirms a level (pipelines.mining.regressions).
+CONFIRM_RUNS = 5
+
+
 def confirms(values, index: int, *, changes=(), params: DetectorParams = DetectorParams()) -> bool | None:
     """Do the runs from `index` agree that a new level starts there?
 
-    The first max(confirm_points, 2) runs from `index` (the change run and at least one
-    later run, e.g. a confirmation rerun) must each leave the last good level (as in
-    `measure_at`) by half the effect floor or more on the same side, and their median by
-    the whole floor. None while there are not yet that many runs.
+    The first m runs from `index` (m from max(confirm_points, 2), i.e. the change run and
+    a later run such as a confirmation rerun, up to CONFIRM_RUNS) must each leave the
+    last good level (as in `measure_at`) by half the effect floor or more on the same
+    side, and their median by the whole floor: False where they do not. True where,
+    besides, they are unusual against the recent runs before the change (see
+    CONFIRM_RUNS). None while there are not yet enough runs to say, or while the first
+    CONFIRM_RUNS runs hold the new level without being unusual (the detector's test has
+    to decide). Where the next known change ends the level before it is unusual, the
+    floors alone decide.
     """
     known = _known_split(values, index, changes)
     if known is None:
         return None
     x, k, lo, hi, sigma = known
     need = max(params.confirm_points, 2)
-    if hi - k < need:
-        return None
-    level = float(np.median(x[lo:k][-LOCAL_RUNS:]))
-    shift = x[k:k + need] - level
+    before = x[lo:k]
+    level = float(np.median(before[-LOCAL_RUNS:]))
+    recent = before[-2 * LOCAL_RUNS:]
     floor = effect_floor(level, sigma, params)
-    return bool(floor > 0 and abs(float(np.median(shift))) >= floor
-                and (np.all(shift >= floor / 2) or np.all(shift <= -floor / 2)))
+    for m in range(need, max(need, CONFIRM_RUNS) + 1):
+        if hi - k < m:  # not yet; or the next known change ends the level: the floors decided
+            return None if hi == len(x) or m == need else True
+        shift = x[k:k + m] - level
+        if not (floor > 0 and abs(float(np.median(shift))) >= floor
+                and (np.all(shift >= floor / 2) or np.all(shift <= -floor / 2))):
+            return False
+        side = np.sign(np.median(shift))
+        if m == 2 and np.all(side * shift >= float(np.max(side * (recent - level))) + floor):
+            return True
+        if m > 2 and unusual(recent, level, x[k:k + m]) <= params.strict_alpha:
+            return True
+    return None
+
+
+def unusual(before: np.ndarray, level: float, new: np.ndarray) -> float:
+    """How usual it is for len(new) runs in a row to sit as far out as `new` among the
+    runs `before`: t ** len(new), where t is the largest, over the new runs, share of
+    `before` at least as far from `level` on that run's side, counted as
+    (k + 1) / (len(before) + 1) (never 0). For runs as exchangeable as the runs before,
+    it is a p-value: the chance that every one of them lands in the outer share t. The
+    series' own runs are the yardstick, so a second mode or heavy tails count where a
+    noise width does not."""
+    shares = [(np.sum(np.sign(v - level) * (before - v) >= 0) + 1) / (len(before) + 1) for v in new]
+    return float(max(shares) ** len(new))
 
 
 # The runs from a confirmed change before `faded` may say the level did not hold.

@@ -12,17 +12,21 @@ significant at its alpha within their series; across series, the changes of one 
 (by the date of the change run) in one metric are one family, and Benjamini-Hochberg
 over every series measured that night keeps those with q <= FDR_Q. A change among the
 newest runs (the detector's provisional one) is gated by the effect-size floors and by
-the next run instead, and reported whatever its q.
+the runs after it instead (`confirms`), and reported whatever its q.
 
 The lifecycle of one regression (key: series_key + metric + change_run_id; short id
 regression_id) is carried over from the table's previous state, so re-mining
 recomputes the numbers but keeps the story:
-- provisional: only the change run is at the new level so far;
-- confirmed: a later run or a confirmation rerun agreed with it (`confirms`), or the
-  significance test found it; a confirmed change stays confirmed (a later return to
-  the old level is a change of its own), unless the detector no longer reports it and
-  its level has faded back (`faded`: a few slow nights of a two-mode series);
-- cleared: it was provisional and the next run or rerun did not agree, or it faded; final;
+- provisional: only the newest runs are at the new level so far;
+- confirmed: the runs from it are unusual against the series' own recent runs
+  (`confirms`: a change run and its rerun beyond anything the series did lately, or 3-5
+  runs), or the detector's significance test found it; a confirmed change stays
+  confirmed (a later return to the old level is a change of its own), unless the
+  detector no longer reports it and its level has faded back (`faded`: a few slow
+  nights of a two-mode series);
+- cleared: it was provisional and a later run or rerun did not agree, or the detector
+  stopped reporting it before its runs were unusual, or it faded; final, unless the
+  detector's significance test later finds a change at that very run;
 - acknowledged: a person acknowledged it (`perflake triage ack`); kept with who, when and why;
 - closed: its triage is finished (pipelines.triage.status); final, kept with who, when and why.
 Its owner and triage due date (pipelines.config.owners) are set when it is first seen and kept.
@@ -42,6 +46,7 @@ from pyspark.sql import types as T
 
 from pipelines.warehouse import catalog
 from pipelines.changepoint import DetectorParams, bh_adjust, confirms, detect, faded, measure_at
+from pipelines.changepoint.known import CONFIRM_RUNS
 from pipelines.config.lake import Lake
 from pipelines.mining.attribution import run_context, with_attribution
 from pipelines.config.owners import Owners, load_owners
@@ -60,7 +65,6 @@ HISTORY_DAYS = 60
 MATCH_RUNS = 2
 # metric -> (perf.case_stats column, unit); higher is worse for both.
 METRICS = {"latency": ("median_ns", "ns"), "energy": ("energy_per_call_j", "J")}
-FINAL = ("acknowledged", "closed", "cleared", "confirmed")  # statuses a later run does not change
 _DESCRIBE = ("case_id", "pool", "gpu_sku", "device_kind", "family", "kernel", "backend", "dtype")
 _DERIVED = ("cause", "attribution", "regression_id")  # derived after detection
 # Set by people or at first sight, carried over by every mine.
@@ -239,6 +243,9 @@ def _series_changes(points: pd.DataFrame, prev: pd.DataFrame, *, now: pd.Timesta
     exact: dict[int, object] = {}      # known position -> the detector's Change at exactly it
     for c in detect(values, params=params):
         how = _detected_by(c)
+        if c.index in cleared and not c.provisional:  # cleared by the mine, now significant: open again
+            cleared.discard(c.index)
+            active[c.index] = known[pts.at[c.index, "run_id"]]
         if c.index in active:
             evidence[c.index], exact[c.index] = how, c
             continue
@@ -253,16 +260,20 @@ def _series_changes(points: pd.DataFrame, prev: pd.DataFrame, *, now: pd.Timesta
     cuts = sorted(set(active) | set(fresh))
     # Statuses first: a change cleared now no longer bounds its neighbours' segments, so
     # decide again without it until nothing changes (as the next mine will see it).
+    # A provisional change does not end the level of one before it, for `confirms`: a rerun
+    # that went the other way is that change not holding, not the start of its own level.
+    tentative = {i for i in cuts if (fresh[i].provisional if i in fresh else active[i]["status"] == "provisional")}
     standing = cuts
     for _ in range(len(cuts) + 1):
         decided = {i: _decide(values, i, [j for j in standing if j != i], fresh.get(i), active.get(i), params,
-                              seen=i in evidence) for i in cuts}
+                              seen=_detected_by(fresh[i]) if i in fresh else evidence.get(i),
+                              later_tentative=tentative) for i in cuts}
         still = [i for i in cuts if decided[i][0] != "cleared"]
         if still == standing:
             break
         standing = still
 
-    rows = [{**r, "is_new": False} for k, r in known.items() if k not in pos or r["status"] == "cleared"]
+    rows = [{**r, "is_new": False} for k, r in known.items() if k not in pos or pos[k] in cleared]
     for i in cuts:
         others = [j for j in standing if j != i]
         c = measure_at(values, i, changes=others, params=params)
@@ -288,24 +299,33 @@ def _detected_by(change) -> str:
 
 
 def _decide(values: np.ndarray, i: int, others: list[int], fresh, prior: dict | None,
-            params: DetectorParams, seen: bool = False) -> tuple[str, bool | None]:
-    """(status, whether the runs from i agree) of the change at position i. A confirmed
-    change that the detector no longer reports (`seen` False) and whose level has faded
-    back is cleared (a short excursion, not a change)."""
-    agree = confirms(values, i, changes=others, params=params)
+            params: DetectorParams, seen: str | None = None, later_tentative=frozenset()) -> tuple[str, bool | None]:
+    """(status, whether the runs from i agree) of the change at position i; `seen`: how the
+    detector reported it this time (`_detected_by`), None where it did not. Whether the
+    runs agree (`confirms`) is asked up to the next change that is not itself
+    provisional (`later_tentative`).
+    - A provisional change is confirmed when its runs agree or the detector's test finds
+      it significant; cleared when its runs disagree, or when the detector no longer
+      reports it once CONFIRM_RUNS runs are in (it never became unusual).
+    - A confirmed change that the detector no longer reports and whose level has faded
+      back is cleared (a short excursion, not a change).
+    """
+    agree = confirms(values, i, changes=[j for j in others if j < i or j not in later_tentative], params=params)
+    significant = seen in ("significance", "gradual")
     if fresh is not None:
-        return ("confirmed" if agree or not fresh.provisional else "provisional"), agree
-    if prior["status"] == "confirmed" and not seen and faded(values, i, changes=others, params=params):
+        return ("confirmed" if agree or significant else "provisional"), agree
+    status = prior["status"]
+    if status == "confirmed" and seen is None and faded(values, i, changes=others, params=params):
         return "cleared", agree
-    return _next_status(prior["status"], agree), agree
-
-
-def _next_status(previous: str, agree: bool | None) -> str:
-    if previous in FINAL:
-        return previous
-    if agree is None:
-        return "provisional"
-    return "confirmed" if agree else "cleared"
+    if status == "cleared" and significant:  # the mine cleared it; the detector's test now finds it
+        return "confirmed", agree
+    if status != "provisional":
+        return status, agree
+    if agree or significant:
+        return "confirmed", agree
+    if agree is False or (seen is None and np.sum(np.isfinite(values[i:])) >= CONFIRM_RUNS):
+        return "cleared", agree
+    return "provisional", agree
 
 
 def _row(pts: pd.DataFrame, i: int, change, speed, p_value: float, status: str, how: str, runs_after: int,
