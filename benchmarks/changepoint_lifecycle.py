@@ -1,8 +1,9 @@
 """The regression lifecycle replayed night by night, as the nightly sweep runs it: each
 night one run of the case is mined (pipelines.mining.regressions._series_changes on the
-history so far, the rows carried into the next night); a change first seen in that run
-and left provisional gets a confirmation rerun, a run of its own, mined again the same
-night (nightly_sweep's plan_rerun / mine_reruns). Per noise family, at 1 % noise
+history so far, the rows carried into the next night); where a change is left
+provisional (first seen in that run, or still waiting for runs to confirm it), the case
+gets a confirmation rerun, a run of its own, mined again the same night (nightly_sweep's
+plan_rerun / mine_reruns). Per noise family, at 1 % noise
 (robust sigma) and 60 nights (replayed from night 20):
 
 - quiet: false alarms per 1,000 replayed nights, counted once each: ever confirmed (what
@@ -78,10 +79,9 @@ class Replay:
             self.confirmed_on.setdefault(i, night)
 
     def night(self, night: int) -> None:
-        run = self.measure(night)
+        self.measure(night)
         self.mine(night)
-        fresh = self.known[(self.known["status"] == "provisional") & (self.known["change_run_id"] == f"r{run:03d}")]
-        if len(fresh):
+        if (self.known["status"] == "provisional").any():  # an open flag: rerun (tasks.unstable_cases)
             self.reruns += 1
             self.measure(night)
             self.mine(night)

@@ -245,3 +245,17 @@ def test_a_gradual_changes_cause_says_it_is_not_tied_to_one_run(spark):
                                     "detected_by string")
     cause = {r.series_key: r.cause for r in with_attribution(changes, context).collect()}
     assert cause == {"s": "torch x -> 2.13.0", "g": GRADUAL + "torch x -> 2.13.0"}
+
+
+def test_the_rerun_plan_takes_every_open_flag_the_sweep_measured_again(spark):
+    """A flag waits for up to 5 runs to be confirmed or cleared; the sweep reruns a case
+    with an open flag whenever it measures it, not only on the flag's first night."""
+    from pipelines.mining.regressions import provisional_cases
+
+    regressions = spark.createDataFrame([
+        ("p", "fresh", "r9", "provisional"), ("p", "waiting", "r7", "provisional"),
+        ("p", "not-measured", "r7", "provisional"), ("p", "settled", "r9", "confirmed"),
+        ("q", "waiting", "r8", "provisional")], "pool string, case_id string, change_run_id string, status string")
+    measured = spark.createDataFrame([("p", "fresh"), ("p", "waiting"), ("p", "settled"), ("q", "other")],
+                                     "pool string, case_id string")
+    assert provisional_cases(regressions, measured) == {"p": ["fresh", "waiting"]}

@@ -66,6 +66,8 @@ def history(spark, lake, tmp_path_factory):
     """Land the 12 nights and the blip's rerun; the table after each step. Nights are
     published in bulk and followed by update_regressions, the step every mine ends with;
     the blip night is then mined a second time by the real mining job."""
+    from pyspark.sql import functions as F
+
     from jobs.mine import mine
     from pipelines.mining.regressions import provisional_cases, update_regressions
     from pipelines.triage.status import acknowledge
@@ -93,7 +95,8 @@ def history(spark, lake, tmp_path_factory):
     publish(spark, lake, [BLIP_NIGHT])
     update_regressions(spark, lake)
     steps[BLIP_NIGHT] = snapshot(spark)
-    steps["to rerun"] = provisional_cases(spark.table("perf.regressions"), [run_id(BLIP_NIGHT)])
+    measured = spark.table("perf.case_stats").where(F.col("run_id") == run_id(BLIP_NIGHT))
+    steps["to rerun"] = provisional_cases(spark.table("perf.regressions"), measured)
     # What the nightly DAG's rerun plan asks for after this night's mine (the sweep id
     # regress-<dt> names the pool's run regress-<dt>-<pool>, as pipelines.orchestration.tasks does).
     from pipelines.orchestration.tasks import unstable_cases

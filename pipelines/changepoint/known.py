@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipelines.changepoint.model import LOCAL_RUNS, Change, DetectorParams, describe, effect_floor
-from pipelines.changepoint.noise import noise_sigma
+from pipelines.changepoint.noise import noise_rho, noise_sigma
 from pipelines.changepoint.ranks import fixed_split_pvalue
 
 
@@ -28,7 +28,7 @@ def measure_at(values, index: int, *, changes=(), params: DetectorParams = Detec
     known = _known_split(values, index, changes)
     if known is None:
         return None
-    x, k, lo, hi, sigma = known
+    x, k, lo, hi, sigma, _ = known
     left, right = x[lo:k], x[k:hi]
     return describe(index, float(np.median(left[-LOCAL_RUNS:])), right, sigma,
                     fixed_split_pvalue(left, right, sigma=sigma), k >= len(x) - params.confirm_points, params)
@@ -41,8 +41,9 @@ def measure_at(values, index: int, *, changes=(), params: DetectorParams = Detec
 # every recent run by the effect floor (the change run and its rerun confirm a step
 # larger than anything the history did, the same night). With 3 to CONFIRM_RUNS runs,
 # the chance that every run lands as far out as the least unusual of them (`unusual`,
-# on the recent runs' own spread) must be at most strict_alpha, the level of the
-# newest-runs test. Past CONFIRM_RUNS runs it is the detector's significance test that
+# on the recent runs' own spread, the runs counted as independent ones under the
+# series' autocorrelation) must be at most strict_alpha, the level of the newest-runs
+# test. Past CONFIRM_RUNS runs it is the detector's significance test that
 # confirms a level (pipelines.mining.regressions).
 CONFIRM_RUNS = 5
 
@@ -63,12 +64,13 @@ def confirms(values, index: int, *, changes=(), params: DetectorParams = Detecto
     known = _known_split(values, index, changes)
     if known is None:
         return None
-    x, k, lo, hi, sigma = known
+    x, k, lo, hi, sigma, cps = known
     need = max(params.confirm_points, 2)
     before = x[lo:k]
     level = float(np.median(before[-LOCAL_RUNS:]))
     recent = before[-2 * LOCAL_RUNS:]
     floor = effect_floor(level, sigma, params)
+    rho = noise_rho(x, cps)
     for m in range(need, max(need, CONFIRM_RUNS) + 1):
         if hi - k < m:  # not yet; or the next known change ends the level: the floors decided
             return None if hi == len(x) or m == need else True
@@ -79,21 +81,22 @@ def confirms(values, index: int, *, changes=(), params: DetectorParams = Detecto
         side = np.sign(np.median(shift))
         if m == 2 and np.all(side * shift >= float(np.max(side * (recent - level))) + floor):
             return True
-        if m > 2 and unusual(recent, level, x[k:k + m]) <= params.strict_alpha:
+        if m > 2 and unusual(recent, level, x[k:k + m], rho) <= params.strict_alpha:
             return True
     return None
 
 
-def unusual(before: np.ndarray, level: float, new: np.ndarray) -> float:
+def unusual(before: np.ndarray, level: float, new: np.ndarray, rho: float = 0.0) -> float:
     """How usual it is for len(new) runs in a row to sit as far out as `new` among the
-    runs `before`: t ** len(new), where t is the largest, over the new runs, share of
-    `before` at least as far from `level` on that run's side, counted as
-    (k + 1) / (len(before) + 1) (never 0). For runs as exchangeable as the runs before,
-    it is a p-value: the chance that every one of them lands in the outer share t. The
-    series' own runs are the yardstick, so a second mode or heavy tails count where a
-    noise width does not."""
+    runs `before`: t ** m, where t is the largest, over the new runs, share of `before`
+    at least as far from `level` on that run's side, counted as (k + 1) / (len(before) +
+    1) (never 0), and m the number of new runs, as independent runs: len(new) x (1 - rho)
+    / (1 + rho) under lag-1 autocorrelation rho (3 runs of AR(1) 0.5 noise say as much
+    as one). For exchangeable runs it is a p-value: the chance that every one of them
+    lands in the outer share t. The series' own runs are the yardstick, so a second mode
+    or heavy tails count where a noise width does not."""
     shares = [(np.sum(np.sign(v - level) * (before - v) >= 0) + 1) / (len(before) + 1) for v in new]
-    return float(max(shares) ** len(new))
+    return float(max(shares) ** (len(new) * (1 - rho) / (1 + rho)))
 
 
 # The runs from a confirmed change before `faded` may say the level did not hold.
@@ -109,7 +112,7 @@ def faded(values, index: int, *, changes=(), params: DetectorParams = DetectorPa
     known = _known_split(values, index, changes)
     if known is None:
         return False
-    x, k, lo, hi, sigma = known
+    x, k, lo, hi, sigma, _ = known
     if hi - k < FADE_RUNS:
         return False
     level = float(np.median(x[lo:k][-LOCAL_RUNS:]))
@@ -117,9 +120,10 @@ def faded(values, index: int, *, changes=(), params: DetectorParams = DetectorPa
     return bool(abs(float(np.median(x[k:hi])) - level) < floor)
 
 
-def _known_split(values, index: int, changes) -> tuple[np.ndarray, int, int, int, float] | None:
+def _known_split(values, index: int, changes) -> tuple[np.ndarray, int, int, int, float, list[int]] | None:
     """(finite runs, position of `index` among them, segment start, segment end, noise
-    sigma), with the segments bounded by the other known changes."""
+    sigma, the changes' positions among the runs), with the segments bounded by the
+    other known changes."""
     raw = np.asarray(values, dtype=float)
     kept = np.flatnonzero(np.isfinite(raw))
     pos = {int(i): j for j, i in enumerate(kept)}
@@ -131,4 +135,4 @@ def _known_split(values, index: int, changes) -> tuple[np.ndarray, int, int, int
     i = cps.index(k)
     lo = cps[i - 1] if i > 0 else 0
     hi = cps[i + 1] if i + 1 < len(cps) else len(x)
-    return x, k, lo, hi, noise_sigma(x, cps)
+    return x, k, lo, hi, noise_sigma(x, cps), cps

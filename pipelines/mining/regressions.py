@@ -191,11 +191,14 @@ def _previous(rows: DataFrame) -> DataFrame:
             .withColumn("metric", F.coalesce(F.col("metric"), F.lit("latency"))))  # rows from before schema v2
 
 
-def provisional_cases(regressions: DataFrame, run_ids: list[str]) -> dict[str, list[str]]:
-    """Per pool, the cases with a provisional change first seen in one of `run_ids`:
-    what a confirmation rerun of those runs should measure again."""
-    rows = (regressions.where((F.col("status") == "provisional") & F.col("change_run_id").isin(list(run_ids)))
-            .select("pool", "case_id").distinct().orderBy("pool", "case_id").collect())
+def provisional_cases(regressions: DataFrame, measured: DataFrame) -> dict[str, list[str]]:
+    """Per pool, the cases with an open provisional change that `measured` (rows of pool
+    and case_id: what a sweep's runs measured) measured again: what a confirmation rerun
+    should measure. A flag first seen in the sweep's run, and one still waiting for the
+    runs that confirm or clear it (`confirms` takes up to CONFIRM_RUNS)."""
+    rows = (regressions.where(F.col("status") == "provisional").select("pool", "case_id")
+            .join(measured.select("pool", "case_id"), ["pool", "case_id"], "left_semi")
+            .distinct().orderBy("pool", "case_id").collect())
     out: dict[str, list[str]] = {}
     for r in rows:
         out.setdefault(r.pool, []).append(r.case_id)

@@ -183,14 +183,18 @@ def rerun_outcomes(info: dict) -> dict[str, dict[str, str]]:
 
 def unstable_cases(info: dict) -> dict[str, list[str]]:
     """Per pool, the cases of this run to confirm with a rerun: those whose measurement
-    was not stable, and those with a provisional regression first seen in this run."""
+    was not stable, and those this run measured that have an open provisional
+    regression (first seen in this run, or still waiting for runs to confirm it)."""
+    from pyspark.sql import functions as F
+
     from pipelines.mining.regressions import provisional_cases
     from pipelines.warehouse.session import DATABASE, get_spark
 
     out = _unstable_only(info)
     spark = get_spark(Lake.from_env())
     if spark.catalog.tableExists(f"{DATABASE}.regressions"):
-        for pool, cases in provisional_cases(spark.table(f"{DATABASE}.regressions"), sweep_run_ids(info)).items():
+        measured = _case_stats(info["dt"], sweep_run_ids(info)).where(F.col("status") == "ok")
+        for pool, cases in provisional_cases(spark.table(f"{DATABASE}.regressions"), measured).items():
             out[pool] = sorted(set(out.get(pool, [])) | set(cases))
     return out
 
