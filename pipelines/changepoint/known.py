@@ -70,7 +70,7 @@ def confirms(values, index: int, *, changes=(), params: DetectorParams = Detecto
     level = float(np.median(before[-LOCAL_RUNS:]))
     recent = before[-2 * LOCAL_RUNS:]
     floor = effect_floor(level, sigma, params)
-    rho = noise_rho(x, cps)
+    rho = None  # measured once 3 runs are in: most calls end before
     for m in range(need, max(need, CONFIRM_RUNS) + 1):
         if hi - k < m:  # not yet; or the next known change ends the level: the floors decided
             return None if hi == len(x) or m == need else True
@@ -81,8 +81,10 @@ def confirms(values, index: int, *, changes=(), params: DetectorParams = Detecto
         side = np.sign(np.median(shift))
         if m == 2 and np.all(side * shift >= float(np.max(side * (recent - level))) + floor):
             return True
-        if m > 2 and unusual(recent, level, x[k:k + m], rho) <= params.strict_alpha:
-            return True
+        if m > 2:
+            rho = noise_rho(x, cps) if rho is None else rho
+            if unusual(recent, level, x[k:k + m], rho) <= params.strict_alpha:
+                return True
     return None
 
 
