@@ -6,6 +6,7 @@ import pytest
 
 from pipelines.changepoint import DetectorParams, confirms, detect, measure_at, select_significant
 from pipelines.changepoint.detector import _sigma_floor_scale
+from pipelines.changepoint.known import unusual
 
 
 def _gaussian(n, sigma=0.01, seed=0):
@@ -310,6 +311,26 @@ def test_confirms_waits_for_a_second_run_and_then_says_whether_it_agrees():
     assert confirms(x, 9) is None  # the change run alone
     assert confirms(np.append(x, x[9]), 9) is True  # the next run (or a rerun) agrees
     assert confirms(np.append(x, 1.0), 9) is False  # it is back at the old level
+
+
+def test_unusual_runs_are_a_calibrated_p_value_for_exchangeable_runs():
+    """`unusual` is what confirms a flag of 3-5 runs at strict_alpha: for runs that are no
+    change at all (exchangeable with the 20 before them) it must reach a level at most
+    that often. Reading each run's share of the runs before as an independent uniform,
+    and the side as given, passed 2-5 times too many (3 runs at 0.01: 2.3 %), and three
+    slow nights of a two-mode series were confirmed as a regression."""
+    rng = np.random.default_rng(3)
+    for m in (3, 4, 5):
+        ps = []
+        for _ in range(10_000):
+            x = rng.standard_normal(20 + m)
+            level, new = float(np.median(x[10:20])), x[20:]
+            one_side = abs(int(np.sum(np.sign(new - level)))) == m  # confirms asks only then
+            ps.append(unusual(x[:20], level, new) if one_side else 1.0)
+        ps = np.array(ps)
+        assert np.mean(ps <= 0.01) <= 0.013 and np.mean(ps <= 0.05) <= 0.055, m
+    # 3 runs beyond all 20 before: the least p there is for 3 runs, 2 / C(23, 3)
+    assert unusual(np.zeros(20), 0.0, np.array([1.0, 2.0, 3.0])) == pytest.approx(2 / 1771)
 
 
 def test_missing_runs_are_skipped_and_indices_refer_to_the_input():

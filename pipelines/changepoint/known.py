@@ -5,6 +5,8 @@ faded back (`faded`). pipelines.mining.regressions asks these of every known cha
 every night, whether or not `detect` reports it again."""
 from __future__ import annotations
 
+from math import comb
+
 import numpy as np
 
 from pipelines.changepoint.model import LOCAL_RUNS, Change, DetectorParams, describe, effect_floor
@@ -40,10 +42,10 @@ def measure_at(values, index: int, *, changes=(), params: DetectorParams = Detec
 # step does (benchmarks/changepoint_lifecycle.py). With two runs, each must sit beyond
 # every recent run by the effect floor (the change run and its rerun confirm a step
 # larger than anything the history did, the same night). With 3 to CONFIRM_RUNS runs,
-# the chance that every run lands as far out as the least unusual of them (`unusual`,
-# on the recent runs' own spread, the runs counted as independent ones under the
-# series' autocorrelation) must be at most strict_alpha, the level of the newest-runs
-# test. Past CONFIRM_RUNS runs it is the detector's significance test that
+# the chance that the runs land as far out as the least unusual of them does, among the
+# recent runs (`unusual`: a rank p-value, exact for exchangeable runs, discounted for
+# the series' autocorrelation) must be at most strict_alpha, the level of the
+# newest-runs test: against 20 recent runs, from 4 runs on. Past CONFIRM_RUNS runs it is the detector's significance test that
 # confirms a level (pipelines.mining.regressions).
 CONFIRM_RUNS = 5
 
@@ -90,15 +92,28 @@ def confirms(values, index: int, *, changes=(), params: DetectorParams = Detecto
 
 def unusual(before: np.ndarray, level: float, new: np.ndarray, rho: float = 0.0) -> float:
     """How usual it is for len(new) runs in a row to sit as far out as `new` among the
-    runs `before`: t ** m, where t is the largest, over the new runs, share of `before`
-    at least as far from `level` on that run's side, counted as (k + 1) / (len(before) +
-    1) (never 0), and m the number of new runs, as independent runs: len(new) x (1 - rho)
-    / (1 + rho) under lag-1 autocorrelation rho (3 runs of AR(1) 0.5 noise say as much
-    as one). For exchangeable runs it is a p-value: the chance that every one of them
-    lands in the outer share t. The series' own runs are the yardstick, so a second mode
-    or heavy tails count where a noise width does not."""
-    shares = [(np.sum(np.sign(v - level) * (before - v) >= 0) + 1) / (len(before) + 1) for v in new]
-    return float(max(shares) ** (len(new) * (1 - rho) / (1 + rho)))
+    runs `before`, on either side of `level`: a p-value over ranks, for exchangeable
+    runs exact. With j of the n runs before at least as far out as the least unusual new
+    run (on the new runs' side), it is the chance that m new runs among n + m
+    exchangeable ones have at most j of the others beyond the least of them,
+    sum over i <= j of C(m - 1 + i, m - 1) / C(n + m, m), doubled for the side, which
+    the runs chose. Under lag-1 autocorrelation rho the runs say less than m independent
+    ones: the p-value is raised to the power (1 - rho) / (1 + rho) (3 runs of AR(1) 0.5
+    noise say about as much as one). The series' own runs are the yardstick, so a
+    second mode or heavy tails count where a noise width does not.
+
+    For 3 runs against 20 it is at least 2 / C(23, 3) = 0.0011: reading each run's share
+    of the runs before as an independent uniform ((k + 1) / 21, cubed: 0.00086 for k = 1)
+    took the runs before, which every share is read from, for known, and the side for
+    given; three slow nights of a two-mode series passed 0.001 far more often than that."""
+    n, m = len(before), len(new)
+    side = np.sign(np.median(new - level))
+    if side == 0 or m == 0:
+        return 1.0
+    j = int(np.sum(side * (before - level) >= float(np.min(side * (new - level)))))
+    ways = sum(comb(m - 1 + i, m - 1) for i in range(j + 1))
+    p = min(1.0, 2.0 * ways / comb(n + m, m))
+    return float(p ** ((1 - rho) / (1 + rho)))
 
 
 # The runs from a confirmed change before `faded` may say the level did not hold.
