@@ -45,8 +45,8 @@ def measure_at(values, index: int, *, changes=(), params: DetectorParams = Detec
 # the chance that the runs land as far out as the least unusual of them does, among the
 # recent runs (`unusual`: a rank p-value, exact for exchangeable runs, discounted for
 # the series' autocorrelation) must be at most strict_alpha, the level of the
-# newest-runs test: against 20 recent runs, from 4 runs on. Past CONFIRM_RUNS runs it is the detector's significance test that
-# confirms a level (pipelines.mining.regressions).
+# newest-runs test: against 20 recent runs, from 4 runs on. Past CONFIRM_RUNS runs it
+# is the detector's significance test that confirms a level (pipelines.mining.regressions).
 CONFIRM_RUNS = 5
 
 
