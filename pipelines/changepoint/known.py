@@ -96,11 +96,12 @@ def unusual(before: np.ndarray, level: float, new: np.ndarray, rho: float = 0.0)
     runs exact. With j of the n runs before at least as far out as the least unusual new
     run (on the new runs' side), it is the chance that m new runs among n + m
     exchangeable ones have at most j of the others beyond the least of them,
-    sum over i <= j of C(m - 1 + i, m - 1) / C(n + m, m), doubled for the side, which
-    the runs chose. Under lag-1 autocorrelation rho the runs say less than m independent
-    ones: the p-value is raised to the power (1 - rho) / (1 + rho) (3 runs of AR(1) 0.5
-    noise say about as much as one). The series' own runs are the yardstick, so a
-    second mode or heavy tails count where a noise width does not.
+    C(m + j, m) / C(n + m, m) (the sum over i <= j of the C(m - 1 + i, m - 1) ways with
+    exactly i), doubled for the side, which the runs chose. Under lag-1 autocorrelation
+    rho the runs say less than m independent ones: the p-value is raised to the power
+    (1 - rho) / (1 + rho) (3 runs of AR(1) 0.5 noise say about as much as one). The
+    series' own runs are the yardstick, so a second mode or heavy tails count where a
+    noise width does not.
 
     For 3 runs against 20 it is at least 2 / C(23, 3) = 0.0011: reading each run's share
     of the runs before as an independent uniform ((k + 1) / 21, cubed: 0.00086 for k = 1)
@@ -111,8 +112,7 @@ def unusual(before: np.ndarray, level: float, new: np.ndarray, rho: float = 0.0)
     if side == 0 or m == 0:
         return 1.0
     j = int(np.sum(side * (before - level) >= float(np.min(side * (new - level)))))
-    ways = sum(comb(m - 1 + i, m - 1) for i in range(j + 1))
-    p = min(1.0, 2.0 * ways / comb(n + m, m))
+    p = min(1.0, 2.0 * comb(m + j, m) / comb(n + m, m))
     return float(p ** ((1 - rho) / (1 + rho)))
 
 
