@@ -161,6 +161,47 @@ def test_a_change_the_runs_cannot_tell_from_a_drift_is_a_gradual_regression():
     assert abs(int(row["change_run_id"][1:]) - 150) <= 3 and 0.8 < row["change_pct"] < 2.5
 
 
+def test_the_detectors_significance_confirms_a_change_only_at_a_tenth_of_its_level():
+    """The mine asks the detector every night: a change it reports at its level but not at
+    CONFIRM_SHARE of it stays provisional (rerun, not in the digest) until its p-value
+    gets there, and is cleared once WEAK_WAIT_RUNS runs are in without it. The runs here
+    hold a level 5 % up that clears the floors but is not unusual (three slow nights among
+    the 20 before went further), so `confirms` leaves it to the detector."""
+    from pipelines.changepoint import DetectorParams, confirms
+    from pipelines.mining import regressions
+    from pipelines.mining.regressions import CONFIRM_SHARE, WEAK_WAIT_RUNS
+
+    params = DetectorParams()
+    rng = np.random.default_rng(11)
+
+    def decide(after, status, seen):
+        values = 1000.0 * (1 + 0.003 * rng.standard_normal(40 + after))
+        values[[24, 31, 37]] *= 1.10
+        values[40:] *= 1.05
+        assert confirms(values, 40, params=params) is None
+        return regressions._decide(values, 40, [], None, {"status": status}, params, seen=seen)[0]
+
+    body, young = params.alpha, params.strict_alpha  # 8 runs in: the body's level; 3: the newest runs'
+    assert decide(8, "provisional", ("significance", 0.5 * body)) == "provisional"
+    assert decide(8, "provisional", ("gradual", 0.5 * body)) == "provisional"
+    assert decide(8, "provisional", ("significance", 0.9 * CONFIRM_SHARE * body)) == "confirmed"
+    assert decide(8, "provisional", ("gradual", 0.9 * CONFIRM_SHARE * body)) == "confirmed"
+    assert decide(3, "provisional", ("significance", 0.9 * CONFIRM_SHARE * body)) == "provisional"
+    assert decide(3, "provisional", ("significance", 0.9 * CONFIRM_SHARE * young)) == "confirmed"
+    assert decide(8, "provisional", ("newest-runs", 1e-12)) == "provisional"  # a flag is not a test
+    assert decide(8, "provisional", None) == "cleared"  # no longer reported, never unusual
+    assert decide(WEAK_WAIT_RUNS - 1, "provisional", ("significance", 0.5 * body)) == "provisional"
+    assert decide(WEAK_WAIT_RUNS, "provisional", ("significance", 0.5 * body)) == "cleared"
+    assert decide(WEAK_WAIT_RUNS, "cleared", ("significance", 0.5 * body)) == "cleared"
+    assert decide(WEAK_WAIT_RUNS, "cleared", ("significance", 0.9 * CONFIRM_SHARE * body)) == "confirmed"
+    # First seen tonight: the same rule.
+    values = 1000.0 * (1 + 0.003 * rng.standard_normal(48))
+    values[[24, 31, 37]] *= 1.10
+    values[40:] *= 1.05
+    assert regressions._decide(values, 40, [], object(), None, params, seen=("significance", 0.5 * body))[0] \
+        == "provisional"
+
+
 def mined_nightly(latency, first: int = 20) -> list[list[tuple[str, str]]]:
     """One series' (change run, status) pairs, mined night after night as the nightly mine
     does (each night's rows carried into the next), from night `first` on."""

@@ -46,7 +46,8 @@ def measure_at(values, index: int, *, changes=(), params: DetectorParams = Detec
 # recent runs (`unusual`: a rank p-value, exact for exchangeable runs, discounted for
 # the series' autocorrelation) must be at most strict_alpha, the level of the
 # newest-runs test: against 20 recent runs, from 4 runs on. Past CONFIRM_RUNS runs it
-# is the detector's significance test that confirms a level (pipelines.mining.regressions).
+# is the detector's significance test that confirms a level, at a tenth of its level
+# (pipelines.mining.regressions.CONFIRM_SHARE).
 CONFIRM_RUNS = 5
 
 
