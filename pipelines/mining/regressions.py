@@ -268,7 +268,7 @@ def _series_changes(points: pd.DataFrame, prev: pd.DataFrame, *, now: pd.Timesta
     exact: dict[int, object] = {}      # known position -> the detector's Change at exactly it
     for c in detect(values, params=params):
         how = (_detected_by(c), c.p_value)
-        if c.index in cleared and not c.provisional:  # cleared by the mine, now significant: open again
+        if c.index in cleared and _significant(values, c.index, how, params):  # cleared, now significant: open again
             cleared.discard(c.index)
             active[c.index] = known[pts.at[c.index, "run_id"]]
         if c.index in active:
