@@ -237,6 +237,42 @@ def test_two_slow_nights_confirmed_by_the_next_are_cleared_once_the_level_is_bac
     assert all(s == [("r022", "confirmed")] for s in mined_nightly(step)[4:])
 
 
+def test_a_cleared_change_is_opened_again_only_by_a_report_that_would_confirm_it(monkeypatch):
+    """A cleared change stays cleared (not re-opened, so not rerun every night) while the
+    detector reports it at its level but not at CONFIRM_SHARE of it, and is confirmed the
+    night it reports it at a tenth. The detector's report is set here, on the real
+    mined history, since no short series holds a p-value in that band night after night."""
+    import dataclasses
+
+    import pandas as pd
+
+    from pipelines.changepoint import DetectorParams, measure_at
+    from pipelines.mining import regressions
+    from pipelines.mining.regressions import CONFIRM_SHARE
+
+    rng = np.random.default_rng(5)
+    blip = 1000.0 * (1 + 0.003 * rng.standard_normal(34))
+    blip[22:24] *= 1.03
+    assert mined_nightly(blip)[-1] == [("r022", "cleared")]  # the test above: confirmed, then cleared
+    nights = pd.date_range("2026-01-01", periods=len(blip), freq="D", tz="UTC")
+    points = pd.DataFrame({"run_id": [f"r{i:03d}" for i in range(len(blip))], "started_at": nights,
+                           "dt": nights.strftime("%Y-%m-%d"), "value": blip, "median_ns": blip,
+                           "metric": "latency", "series_key": "k", **{c: "x" for c in regressions._DESCRIBE}})
+    params, now = DetectorParams(), pd.Timestamp("2026-11-27", tz="UTC")
+    known = pd.DataFrame(columns=regressions._candidate_schema().names)
+    for night in range(20, len(blip) + 1):
+        known = regressions._series_changes(points.iloc[:night], known, now=now, params=params)
+    assert list(known["status"]) == ["cleared"]
+
+    step = dataclasses.replace(measure_at(blip, 22, changes=[], params=params), provisional=False, gradual=False)
+    for p, status in ((0.5 * params.alpha, "cleared"), (0.5 * CONFIRM_SHARE * params.alpha, "confirmed")):
+        monkeypatch.setattr(regressions, "detect", lambda values, params, p=p: [dataclasses.replace(step, p_value=p)])
+        night = regressions._series_changes(points, known, now=now, params=params)
+        assert list(zip(night["change_run_id"], night["status"])) == [("r022", status)]
+        if status == "cleared":  # kept as it was, not measured again
+            assert night.drop(columns="is_new").to_dict("records") == known.drop(columns="is_new").to_dict("records")
+
+
 def test_slow_nights_at_a_series_own_second_mode_are_flagged_never_confirmed_and_real_steps_are():
     """A two-mode series (a fifth of its nights 3 % slow, as a second clock mode) had two
     or three slow nights in a row confirmed as a regression: each cleared the 2 % and

@@ -267,18 +267,18 @@ def _series_changes(points: pd.DataFrame, prev: pd.DataFrame, *, now: pd.Timesta
     evidence: dict[int, tuple] = {}    # known position -> (how, p-value): the detector's report this time
     exact: dict[int, object] = {}      # known position -> the detector's Change at exactly it
     for c in detect(values, params=params):
-        how = (_detected_by(c), c.p_value)
-        if c.index in cleared and _significant(values, c.index, how, params):  # cleared, now significant: open again
+        report = (_detected_by(c), c.p_value)
+        if c.index in cleared and _significant(values, c.index, report, params):  # cleared, now significant: open again
             cleared.discard(c.index)
             active[c.index] = known[pts.at[c.index, "run_id"]]
         if c.index in active:
-            evidence[c.index], exact[c.index] = how, c
+            evidence[c.index], exact[c.index] = report, c
             continue
         if c.index in cleared:
             continue
         near = [i for i, r in active.items() if r["direction"] == c.direction and abs(i - c.index) <= MATCH_RUNS]
         if near:
-            evidence.setdefault(min(near, key=lambda i: abs(i - c.index)), how)
+            evidence.setdefault(min(near, key=lambda i: abs(i - c.index)), report)
         else:
             fresh[c.index] = c
 
