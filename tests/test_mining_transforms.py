@@ -202,6 +202,18 @@ def test_the_detectors_significance_confirms_a_change_only_at_a_tenth_of_its_lev
         == "provisional"
 
 
+def nightly_points(latency):
+    """One series' run-level points, one run a night, as the mine reads them."""
+    import pandas as pd
+
+    from pipelines.mining import regressions
+
+    nights = pd.date_range("2026-01-01", periods=len(latency), freq="D", tz="UTC")
+    return pd.DataFrame({"run_id": [f"r{i:03d}" for i in range(len(latency))], "started_at": nights,
+                         "dt": nights.strftime("%Y-%m-%d"), "value": latency, "median_ns": latency,
+                         "metric": "latency", "series_key": "k", **{c: "x" for c in regressions._DESCRIBE}})
+
+
 def mined_nightly(latency, first: int = 20) -> list[list[tuple[str, str]]]:
     """One series' (change run, status) pairs, mined night after night as the nightly mine
     does (each night's rows carried into the next), from night `first` on."""
@@ -210,10 +222,7 @@ def mined_nightly(latency, first: int = 20) -> list[list[tuple[str, str]]]:
     from pipelines.changepoint import DetectorParams
     from pipelines.mining import regressions
 
-    nights = pd.date_range("2026-01-01", periods=len(latency), freq="D", tz="UTC")
-    points = pd.DataFrame({"run_id": [f"r{i:03d}" for i in range(len(latency))], "started_at": nights,
-                           "dt": nights.strftime("%Y-%m-%d"), "value": latency, "median_ns": latency,
-                           "metric": "latency", "series_key": "k", **{c: "x" for c in regressions._DESCRIBE}})
+    points = nightly_points(latency)
     known, seen = pd.DataFrame(columns=regressions._candidate_schema().names), []
     for night in range(first, len(latency) + 1):
         known = regressions._series_changes(points.iloc[:night], known, now=pd.Timestamp("2026-11-27", tz="UTC"),
@@ -253,14 +262,9 @@ def test_a_cleared_change_is_opened_again_only_by_a_report_that_would_confirm_it
     rng = np.random.default_rng(5)
     blip = 1000.0 * (1 + 0.003 * rng.standard_normal(34))
     blip[22:24] *= 1.03
-    assert mined_nightly(blip)[-1] == [("r022", "cleared")]  # the test above: confirmed, then cleared
-    nights = pd.date_range("2026-01-01", periods=len(blip), freq="D", tz="UTC")
-    points = pd.DataFrame({"run_id": [f"r{i:03d}" for i in range(len(blip))], "started_at": nights,
-                           "dt": nights.strftime("%Y-%m-%d"), "value": blip, "median_ns": blip,
-                           "metric": "latency", "series_key": "k", **{c: "x" for c in regressions._DESCRIBE}})
-    params, now = DetectorParams(), pd.Timestamp("2026-11-27", tz="UTC")
+    points, params, now = nightly_points(blip), DetectorParams(), pd.Timestamp("2026-11-27", tz="UTC")
     known = pd.DataFrame(columns=regressions._candidate_schema().names)
-    for night in range(20, len(blip) + 1):
+    for night in range(20, len(blip) + 1):  # as in the test above: confirmed, then cleared
         known = regressions._series_changes(points.iloc[:night], known, now=now, params=params)
     assert list(known["status"]) == ["cleared"]
 
