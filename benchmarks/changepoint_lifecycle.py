@@ -13,11 +13,17 @@ plan_rerun / mine_reruns). Per noise family, at 1 % noise
   by the end of its first night (after its rerun), of its third night, and on the last
   night (a confirmation within 3 runs of the step counts).
 
+With --peers K the case has K peers on its pool (the same family of noise, quiet, or
+with the same step where --common-step), and the mine's group autocorrelation
+(`regressions.group_rho` over the case and its peers) is
+what the detector's significance must also hold at to confirm a step; without, the
+case is alone on its pool, as before.
+
 changepoint_nightly replays the detector alone (`detect` on every prefix); this adds what
 the mine makes of its output: when a provisional change is confirmed (`known.confirms`)
 or cleared, and when a confirmed one has faded (`known.faded`).
 
-    .venv/bin/python benchmarks/changepoint_lifecycle.py [--series 40] [--seed 7]
+    .venv/bin/python benchmarks/changepoint_lifecycle.py [--series 40] [--seed 7] [--peers 8 [--common-step]]
 
 The figures are in NOTES-changepoint.md ("the lifecycle, replayed").
 """
@@ -50,8 +56,10 @@ class Replay:
     """One case's history grown night by night from a stream of noise draws (one per run,
     reruns included, so autocorrelation runs through them)."""
 
-    def __init__(self, noise: np.ndarray, step: float = 0.0):
+    def __init__(self, noise: np.ndarray, step: float = 0.0, peers: np.ndarray | None = None,
+                 peers_step: float = 0.0):
         self.noise, self.step = noise, step
+        self.peers, self.peers_step = peers, peers_step  # noise draws of the case's peers, one row each
         self.values: list[float] = []
         self.nights: list[int] = []
         self.known = pd.DataFrame(columns=regressions._candidate_schema().names)
@@ -72,6 +80,11 @@ class Replay:
                                "dt": [f"n{d:02d}" for d in self.nights], "value": self.values,
                                "median_ns": self.values, "metric": "latency", "series_key": "k",
                                **{c: "x" for c in regressions._DESCRIBE}})
+        if self.peers is not None:
+            shift = 1 + self.peers_step * (np.array(self.nights) >= STEP_NIGHT)
+            rho = regressions.group_rho([np.asarray(self.values), *(shift + SIGMA * p[:n] for p in self.peers)])
+            if rho is not None:
+                points["peer_rho"] = rho
         self.known = regressions._series_changes(points, self.known, now=NOW, params=DetectorParams())
         for run in self.known.loc[self.known["status"] == "confirmed", "change_run_id"]:
             i = int(run[1:])
@@ -90,8 +103,8 @@ class Replay:
         return {int(r[1:]) for r in self.known.loc[self.known["status"] == "confirmed", "change_run_id"]}
 
 
-def replay(noise: np.ndarray, step: float = 0.0) -> Replay:
-    r = Replay(noise, step)
+def replay(noise: np.ndarray, step: float = 0.0, peers: np.ndarray | None = None, common: bool = False) -> Replay:
+    r = Replay(noise, step, peers, step if common else 0.0)
     for night in range(FIRST_ONLINE_NIGHT - 1):
         r.measure(night)
     for night in range(FIRST_ONLINE_NIGHT - 1, NIGHTS):
@@ -108,19 +121,25 @@ def step_found(r: Replay) -> tuple[float | None, bool]:
     return (None if when is None else when - STEP_NIGHT), any(abs(i - first) <= NEAR for i in r.listed())
 
 
-def run(series: int, seed: int) -> dict:
+def run(series: int, seed: int, peers: int = 0, common: bool = False) -> dict:
     out = {}
     nights = NIGHTS - FIRST_ONLINE_NIGHT + 1
     for k, kind in enumerate(NOISE_KINDS):
         rng = np.random.default_rng([seed, k])
+        peer_rng = np.random.default_rng([seed, k, 1])  # its own stream: the case's draws as without peers
+
+        def peer_noise():
+            return _unit_noise(kind, peer_rng, (peers, 2 * NIGHTS)) if peers else None
+
         ever = last = reruns = 0
         for noise in _unit_noise(kind, rng, (series, 2 * NIGHTS)):
-            r = replay(noise)
+            r = replay(noise, peers=peer_noise())
             ever, last, reruns = ever + len(r.ever), last + len(r.listed()), reruns + r.reruns
         row = {"ever": 1000 * ever / (series * nights), "last": 1000 * last / (series * nights),
                "reruns": 1000 * reruns / (series * nights)}
         for step in STEPS:
-            found = [step_found(replay(noise, step)) for noise in _unit_noise(kind, rng, (series, 2 * NIGHTS))]
+            found = [step_found(replay(noise, step, peer_noise(), common))
+                     for noise in _unit_noise(kind, rng, (series, 2 * NIGHTS))]
             row[step] = {"c+0": np.mean([w is not None and w <= 0 for w, _ in found]),
                          "c+2": np.mean([w is not None and w <= 2 for w, _ in found]),
                          "end": np.mean([end for _, end in found])}
@@ -132,13 +151,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--series", type=int, default=40, help="histories per family and kind (default 40)")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--peers", type=int, default=0, help="peers of each case on its pool (default 0: alone)")
+    ap.add_argument("--common-step", action="store_true", help="the peers take each step too")
     args = ap.parse_args()
     t0 = time.monotonic()
-    out = run(args.series, args.seed)
+    out = run(args.series, args.seed, args.peers, args.common_step)
     print(f"{args.series} histories per family and kind, {NIGHTS} nights at {SIGMA:.0%} noise, replayed from night "
-          f"{FIRST_ONLINE_NIGHT} with confirmation reruns; per 1,000 replayed nights: false alarms ever confirmed, "
-          "listed at the end, reruns; steps: share confirmed by the end of the step's night / its third night / "
-          "listed at the end")
+          f"{FIRST_ONLINE_NIGHT} with confirmation reruns, {args.peers} peers"
+          f"{' sharing each step' if args.common_step else ''}; per 1,000 replayed nights: false alarms ever "
+          "confirmed, listed at the end, reruns; steps: share confirmed by the end of the step's night / its third "
+          "night / listed at the end")
     print(f"{'family':<12} {'ever':>6} {'listed':>7} {'reruns':>7} "
           + " ".join(f"{f'{s:.0%} step c+0 / c+2 / end':>28}" for s in STEPS))
     for kind in NOISE_KINDS:

@@ -277,6 +277,91 @@ def test_a_cleared_change_is_opened_again_only_by_a_report_that_would_confirm_it
             assert night.drop(columns="is_new").to_dict("records") == known.drop(columns="is_new").to_dict("records")
 
 
+def ar1_noise(rng, n: int, rho: float = 0.5) -> np.ndarray:
+    """Stationary AR(1) noise of marginal sd 1."""
+    x, e = np.empty(n), rng.standard_normal(n) * np.sqrt(1 - rho * rho)
+    x[0] = rng.standard_normal()
+    for t in range(1, n):
+        x[t] = rho * x[t - 1] + e[t]
+    return x
+
+
+def test_a_wander_the_detector_cut_is_confirmed_only_if_it_holds_at_the_noise_autocorrelation_of_its_peers():
+    """Quiet AR(1) 0.5 noise, 38 runs: the detector cuts a wander at run 19 and, about the
+    cut, reads the noise's autocorrelation as 0.11 (about no cut: 0.65), so its p-value
+    (7e-6) passes a tenth of its level. At the autocorrelation its peers measure (0.5)
+    the step is not significant (p 0.017): the change stays provisional. A lasting 5 %
+    step in the same noise is confirmed either way."""
+    import pandas as pd
+
+    from pipelines.changepoint import DetectorParams
+    from pipelines.mining import regressions
+
+    def mined(latency, peer_rho=None):
+        points = nightly_points(latency)
+        if peer_rho is not None:
+            points["peer_rho"] = peer_rho
+        rows = regressions._series_changes(points, pd.DataFrame(columns=regressions._candidate_schema().names),
+                                           now=pd.Timestamp("2026-11-27", tz="UTC"), params=DetectorParams())
+        return sorted(zip(rows["change_run_id"], rows["status"]))
+
+    wander = 1000.0 * (1 + 0.01 * ar1_noise(np.random.default_rng(205), 38))
+    assert mined(wander) == [("r019", "confirmed")]
+    assert mined(wander, peer_rho=0.5) == [("r019", "provisional")]
+    assert mined(wander, peer_rho=float("nan")) == [("r019", "confirmed")]  # no peers: as before
+
+    step = 1000.0 * (1 + 0.01 * ar1_noise(np.random.default_rng(3), 40))
+    step[20:] *= 1.05
+    assert mined(step) == mined(step, peer_rho=0.5) == [("r020", "confirmed")]
+
+
+def test_a_groups_noise_autocorrelation_is_read_off_the_differences_which_a_common_step_does_not_move():
+    """group_rho: 30 series of 40 runs of AR(1) 0.5 noise read about 0.5, and about the
+    same with a 3-sigma step in every one of them (a new driver on the pool), where the
+    runs' own autocorrelation (noise_rho about no change) reads the step as a wander;
+    independent noise reads near 0 either way. Fewer than PEERS long series: none."""
+    from pipelines.changepoint.noise import noise_rho
+    from pipelines.mining.regressions import PEER_RUNS, PEERS, group_rho
+
+    rng = np.random.default_rng(4)
+    step = 3.0 * (np.arange(40) >= 20)
+    ar1 = [ar1_noise(rng, 40) for _ in range(30)]
+    independent = [rng.standard_normal(40) for _ in range(30)]
+    assert 0.35 < group_rho(ar1) < 0.65
+    assert 0.35 < group_rho([x + step for x in ar1]) < 0.65
+    assert np.median([noise_rho(x + step, []) for x in ar1]) > 0.75
+    assert group_rho(independent) < 0.15 and group_rho([x + step for x in independent]) < 0.2
+    assert np.median([noise_rho(x + step, []) for x in independent]) > 0.6
+    assert group_rho(ar1[:PEERS - 1] + [x[:PEER_RUNS - 1] for x in ar1[PEERS - 1:]]) is None
+
+
+def test_each_series_gets_the_noise_autocorrelation_of_its_group(spark):
+    """peer_rho: per group (pool, SKU, device, family, metric), `group_rho` of its series,
+    given to each of them (a short one too); a group of fewer than PEERS long series gets none."""
+    import datetime
+
+    from pipelines.mining import regressions
+    from pipelines.mining.regressions import PEER_RUNS, PEERS
+
+    rng = np.random.default_rng(8)
+    runs = {f"a{k}": PEER_RUNS + 6 for k in range(PEERS)} | {"as": PEER_RUNS - 1}
+    runs |= {f"b{k}": PEER_RUNS + 6 for k in range(PEERS - 1)}
+    rows, group_a = [], []
+    for key, n in runs.items():
+        values = 1000.0 * (1 + 0.01 * ar1_noise(rng, n))
+        if key.startswith("a"):
+            group_a.append(values)
+        start = datetime.datetime(2026, 1, 1)
+        rows += [(key, "latency", "p", "H100", "gpu", key[0], f"r{i:02d}", start + datetime.timedelta(days=i),
+                  float(v)) for i, v in enumerate(values)]
+    points = spark.createDataFrame(rows, "series_key string, metric string, pool string, gpu_sku string, "
+                                         "device_kind string, family string, run_id string, started_at timestamp, "
+                                         "value double")
+    got = {r.series_key: r.peer_rho for r in regressions.peer_rho(points).collect()}
+    assert set(got) == {*(f"a{k}" for k in range(PEERS)), "as"}
+    assert all(v == pytest.approx(regressions.group_rho(group_a)) for v in got.values())
+
+
 def test_slow_nights_at_a_series_own_second_mode_are_flagged_never_confirmed_and_real_steps_are():
     """A two-mode series (a fifth of its nights 3 % slow, as a second clock mode) had two
     or three slow nights in a row confirmed as a regression: each cleared the 2 % and
