@@ -47,7 +47,8 @@ def measure_at(values, index: int, *, changes=(), params: DetectorParams = Detec
 # the series' autocorrelation) must be at most strict_alpha, the level of the
 # newest-runs test: against 20 recent runs, from 4 runs on. Past CONFIRM_RUNS runs it
 # is the detector's significance test that confirms a level, at a tenth of its level
-# (pipelines.mining.regressions.CONFIRM_SHARE).
+# (pipelines.mining.regressions.CONFIRM_SHARE; where the series has peers, the step must
+# also hold there at the noise autocorrelation they measure: `regressions.group_rho`).
 CONFIRM_RUNS = 5
 
 
