@@ -15,9 +15,9 @@ plan_rerun / mine_reruns). Per noise family, at 1 % noise
 
 With --peers K the case has K peers on its pool (the same family of noise, quiet, or
 with the same step where --common-step), and the mine's group autocorrelation
-(`regressions.group_rho` over the case and its peers) is
-what the detector's significance must also hold at to confirm a step; without, the
-case is alone on its pool, as before.
+(`regressions.group_rho` over the case and its peers) is what the detector's
+significance must also hold at to confirm a step; without, the case is alone on its
+pool, as before.
 
 changepoint_nightly replays the detector alone (`detect` on every prefix); this adds what
 the mine makes of its output: when a provisional change is confirmed (`known.confirms`)

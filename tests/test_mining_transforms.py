@@ -8,6 +8,7 @@ import pytest
 from pipelines.mining.aggregate import sample_stats
 from pipelines.mining.clean import clean_samples, latest_attempt
 from pipelines.mining.outliers import flag_outliers
+from test_changepoint import _ar1
 
 COLS = ["run_id", "case_id", "attempt", "iteration", "latency_ns", "throttled"]
 
@@ -277,20 +278,11 @@ def test_a_cleared_change_is_opened_again_only_by_a_report_that_would_confirm_it
             assert night.drop(columns="is_new").to_dict("records") == known.drop(columns="is_new").to_dict("records")
 
 
-def ar1_noise(rng, n: int, rho: float = 0.5) -> np.ndarray:
-    """Stationary AR(1) noise of marginal sd 1."""
-    x, e = np.empty(n), rng.standard_normal(n) * np.sqrt(1 - rho * rho)
-    x[0] = rng.standard_normal()
-    for t in range(1, n):
-        x[t] = rho * x[t - 1] + e[t]
-    return x
-
-
 def test_a_wander_the_detector_cut_is_confirmed_only_if_it_holds_at_the_noise_autocorrelation_of_its_peers():
     """Quiet AR(1) 0.5 noise, 38 runs: the detector cuts a wander at run 19 and, about the
-    cut, reads the noise's autocorrelation as 0.11 (about no cut: 0.65), so its p-value
-    (7e-6) passes a tenth of its level. At the autocorrelation its peers measure (0.5)
-    the step is not significant (p 0.017): the change stays provisional. A lasting 5 %
+    cut, reads the noise's autocorrelation as 0.10 (about no cut: 0.63), so its p-value
+    (2e-5) passes a tenth of its level. At the autocorrelation its peers measure (0.5)
+    the step is not significant (p 0.002): the change stays provisional. A lasting 5 %
     step in the same noise is confirmed either way."""
     import pandas as pd
 
@@ -305,12 +297,12 @@ def test_a_wander_the_detector_cut_is_confirmed_only_if_it_holds_at_the_noise_au
                                            now=pd.Timestamp("2026-11-27", tz="UTC"), params=DetectorParams())
         return sorted(zip(rows["change_run_id"], rows["status"]))
 
-    wander = 1000.0 * (1 + 0.01 * ar1_noise(np.random.default_rng(205), 38))
+    wander = 1000.0 * _ar1(38, seed=205)
     assert mined(wander) == [("r019", "confirmed")]
     assert mined(wander, peer_rho=0.5) == [("r019", "provisional")]
     assert mined(wander, peer_rho=float("nan")) == [("r019", "confirmed")]  # no peers: as before
 
-    step = 1000.0 * (1 + 0.01 * ar1_noise(np.random.default_rng(3), 40))
+    step = 1000.0 * _ar1(40, seed=0)
     step[20:] *= 1.05
     assert mined(step) == mined(step, peer_rho=0.5) == [("r020", "confirmed")]
 
@@ -325,7 +317,7 @@ def test_a_groups_noise_autocorrelation_is_read_off_the_differences_which_a_comm
 
     rng = np.random.default_rng(4)
     step = 3.0 * (np.arange(40) >= 20)
-    ar1 = [ar1_noise(rng, 40) for _ in range(30)]
+    ar1 = [_ar1(40, sigma=1.0, seed=seed) - 1.0 for seed in range(30)]
     independent = [rng.standard_normal(40) for _ in range(30)]
     assert 0.35 < group_rho(ar1) < 0.65
     assert 0.35 < group_rho([x + step for x in ar1]) < 0.65
@@ -343,12 +335,11 @@ def test_each_series_gets_the_noise_autocorrelation_of_its_group(spark):
     from pipelines.mining import regressions
     from pipelines.mining.regressions import PEER_RUNS, PEERS
 
-    rng = np.random.default_rng(8)
     runs = {f"a{k}": PEER_RUNS + 6 for k in range(PEERS)} | {"as": PEER_RUNS - 1}
     runs |= {f"b{k}": PEER_RUNS + 6 for k in range(PEERS - 1)}
     rows, group_a = [], []
-    for key, n in runs.items():
-        values = 1000.0 * (1 + 0.01 * ar1_noise(rng, n))
+    for seed, (key, n) in enumerate(runs.items()):
+        values = 1000.0 * _ar1(n, seed=seed)
         if key.startswith("a"):
             group_a.append(values)
         start = datetime.datetime(2026, 1, 1)
