@@ -299,6 +299,7 @@ class QueryClients:
     _threads: list[threading.Thread] = field(default_factory=list)
     _tables: threading.Event = field(default_factory=threading.Event)
     _poll_lock: threading.Lock = field(default_factory=threading.Lock)
+    querying_s: tuple[float, float] | None = None  # (first query, stop), monotonic: how long they queried
 
     def start(self) -> "QueryClients":
         for target in (self._jdbc, self._cli):
@@ -308,6 +309,8 @@ class QueryClients:
         return self
 
     def stop(self) -> None:
+        if self.querying_s is not None:
+            self.querying_s = (self.querying_s[0], time.monotonic())
         self._stop.set()
         for t in self._threads:
             t.join(240)
@@ -339,6 +342,7 @@ class QueryClients:
         sql = "SELECT dt, pool, count(*) FROM perf.samples GROUP BY dt, pool"
         with JdbcSession(HOST, self.lake.services.sql_port) as session:
             n = 0
+            self.querying_s = (time.monotonic(), time.monotonic())
             while not self._stop.is_set():
                 t0 = time.monotonic()
                 if n % 10 == 9:
