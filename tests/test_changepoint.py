@@ -403,13 +403,16 @@ def test_detect_changes_cli_names_the_file_line_and_value_of_bad_input(tmp_path,
 
 @pytest.mark.parametrize("given, says", [("folder", "Is a directory"), ("missing.csv", "No such file or directory"),
                                          ("empty.csv", "not a readable CSV file"),
-                                         ("binary.csv", "not a readable CSV file")])
+                                         ("binary.csv", "not a readable CSV file"),
+                                         ("ragged.csv", "not a readable CSV file (Error tokenizing data. C error: "
+                                                        "Expected 2 fields in line 3, saw 3)\n")])
 def test_detect_changes_cli_names_a_path_it_cannot_read_without_a_traceback(tmp_path, capsys, given, says):
     from pipelines.cli import main
 
     (tmp_path / "folder").mkdir()
     (tmp_path / "empty.csv").write_text("")
     (tmp_path / "binary.csv").write_bytes(b"\x00\xff\xfe\x00")
+    (tmp_path / "ragged.csv").write_text("night,median_ns\n0,1.0\n1,1.1,9\n")  # one line, not two
     assert main(["detect-changes", str(tmp_path / given), "--column", "median_ns"]) == 2
     err = capsys.readouterr().err
     assert f"{tmp_path / given}: {says}" in err and "Traceback" not in err

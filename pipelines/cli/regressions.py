@@ -169,7 +169,8 @@ def read_series(path: str, column: str):
     try:
         frame = pd.read_csv(path, dtype=str)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not a readable CSV file ({e})") from e
+        reason = " ".join(str(e).split())  # pandas ends some messages with a newline
+        raise ValueError(f"{path}: not a readable CSV file ({reason})") from e
     if column not in frame.columns:
         raise ValueError(f"{path}: no column {column!r} (columns: {', '.join(frame.columns)})")
     cells = frame[column].str.strip()
