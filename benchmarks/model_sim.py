@@ -10,6 +10,7 @@ the end-to-end gap of a real run (benchmarks/model_e2e.py does that).
   PERFLAKE_HOME=/path/to/demo-lake .venv/bin/python benchmarks/model_sim.py --hide gemm attention
 
   PERFLAKE_HOME=/path/to/lake .venv/bin/python benchmarks/model_sim.py --hide attention --real
+  PERFLAKE_HOME=/path/to/lake .venv/bin/python benchmarks/model_sim.py --cross
 
 `--hide FAMILY...`: for each family in turn, each GPU's own measurements of it are left
 out (from the measured medians and from its calibration), as on a GPU measured on other
@@ -18,6 +19,11 @@ simulated GPU's calibration (what `perflake model` does) and from the GPU's pool
 regime curve (before). With `--real`, on the lake's real (`gpu`) measurements instead:
 there is no truth for a whole step, so each GPU's measured cases of the hidden family
 are priced, against their measured medians.
+
+`--cross`: on the lake's real measurements, each real GPU's cases that another real GPU
+never ran, projected from that other GPU's calibration alone (`perflake project
+--source`), against their measured medians; by family and by the calibration level each
+projection took (its `calibration_level`).
 """
 from __future__ import annotations
 
@@ -93,14 +99,10 @@ def hide(lookups: dict, families: list[str]) -> int:
 def hide_real(families: list[str]) -> int:
     """Each real GPU's measured cases of each family, priced with the family left out of
     its calibration: borrowed from the most-measured other real GPU, or its regime curve."""
-    from kernels_bench.hardware import load_catalog
     from pipelines.projection.roofline import measured_cases, pick_source, project
 
-    catalog = load_catalog()
     with Frames(Lake.from_env()) as frames:
-        skus = frames.sql("SELECT DISTINCT gpu_sku FROM perf.case_stats WHERE device_kind = 'gpu' AND status = 'ok'")
-        measured = {sku: measured_cases(frames, sku, device_kind="gpu") for sku in skus["gpu_sku"]
-                    if sku in catalog and catalog[sku].device_kind == "gpu"}
+        measured = {sku: measured_cases(frames, sku, device_kind="gpu") for sku in _real_skus(frames)}
         others = {sku: pick_source(frames, sku, "gpu")[0] for sku in measured if len(measured) > 1}
     print(f"REAL measurements, lake {Lake.from_env().root}: a GPU's measured cases of a family, priced with that "
           f"family left out of its own calibration, against their measured medians")
@@ -123,11 +125,47 @@ def hide_real(families: list[str]) -> int:
     return 0
 
 
+def cross_real() -> int:
+    """Each real GPU's cases that another real GPU never ran, projected from that GPU."""
+    from pipelines.projection.roofline import measured_cases, project
+
+    with Frames(Lake.from_env()) as frames:
+        measured = {sku: measured_cases(frames, sku, device_kind="gpu") for sku in _real_skus(frames)}
+    print(f"REAL measurements, lake {Lake.from_env().root}: cases a GPU never ran, projected onto the GPU that "
+          f"did from the first GPU's calibration alone, against their measured medians")
+    for source, target in ((a, b) for a in measured for b in measured if a != b):
+        cases = measured[target][~measured[target]["case_id"].isin(measured[source]["case_id"])]
+        if cases.empty:
+            continue
+        cal = calibrate(measured[source], hardware(source), "gpu")
+        p = project(cases.assign(source_median_ns=float("nan")), cal, hardware(target))
+        p["error_%"] = (p["projected_ns"] / p["case_id"].map(cases.set_index("case_id")["median_ns"]) - 1) * 100
+        err = p["error_%"]
+        print(f"{source} -> {target}, {len(p)} cases: median |error| {err.abs().median():.1f} %, p90 |error| "
+              f"{err.abs().quantile(0.9):.1f} %, within a factor 2 {err.between(-50, 100).mean():.2f}")
+        by = p.assign(abs_error=err.abs()).groupby(["family", "calibration_level"])
+        print(by.agg(cases=("abs_error", "size"), median_abs_error_pct=("abs_error", "median"),
+                     median_error_pct=("error_%", "median")).round(1).to_string())
+    return 0
+
+
+def _real_skus(frames) -> list[str]:
+    """The catalog GPUs the lake holds real (`gpu`) measurements of."""
+    from kernels_bench.hardware import load_catalog
+
+    catalog = load_catalog()
+    skus = frames.sql("SELECT DISTINCT gpu_sku FROM perf.case_stats WHERE device_kind = 'gpu' AND status = 'ok'")
+    return [sku for sku in skus["gpu_sku"] if sku in catalog and catalog[sku].device_kind == "gpu"]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hide", nargs="+", metavar="FAMILY", help="leave each family out of each GPU's measurements")
     ap.add_argument("--real", action="store_true", help="with --hide: the real measurements, case by case")
+    ap.add_argument("--cross", action="store_true", help="real cases one GPU never ran, projected from it")
     args = ap.parse_args()
+    if args.cross:
+        return cross_real()
     if args.hide and args.real:
         return hide_real(args.hide)
     rows = []

@@ -89,6 +89,30 @@ def test_a_family_beyond_its_measured_sizes_keeps_its_own_curve_not_other_famili
     assert big["projected_ns"] == pytest.approx(_truth(B, 2e13, 1e8), rel=1e-9)
 
 
+def test_a_backend_below_its_measured_sizes_keeps_its_own_curve_not_its_familys_other_backends():
+    """Attention measured with a slow backend (math, 2 % of the memory roof) at small sizes
+    and a fast one (flash, 55 %) at large sizes only: a small flash call is priced from
+    flash's curve held flat, not from the family's curve, which covers its size with math
+    alone. (Covered first, the real H200's llama-8b flash decode call was priced at
+    252 us, 1.4 % of the roof: benchmarks/NOTES-model.md.)"""
+    measured = _frame(A, [("s1", "attention", "sdpa", 1e6, 1e7), ("s2", "attention", "sdpa", 4e6, 4e7),
+                          ("f1", "attention", "sdpa", 1e9, 1e9), ("f2", "attention", "sdpa", 4e9, 4e9)] + CASES[5:])
+    eff = {"s1": 0.02, "s2": 0.02, "f1": 0.55, "f2": 0.55}
+    measured["backend"] = measured["case_id"].map({"s1": "math", "s2": "math"}).fillna("flash")
+    work = measured["case_id"].isin(list(eff))
+    measured.loc[work, "median_ns"] = (LAUNCH + measured.loc[work, "bytes_per_call"] / A.memory_bandwidth_gbps
+                                       / measured.loc[work, "case_id"].map(eff))
+    cal = calibrate(measured, A, "gpu")
+    small = _frame(B, [("d1", "attention", "sdpa", 2e6, 2e7)]).assign(backend="flash")
+    row = project(small, cal, B).set_index("case_id").loc["d1"]
+    assert row["calibration_level"] == "backend-dtype curve, extrapolated"
+    assert row["efficiency"] == pytest.approx(0.55)
+    assert row["projected_ns"] == pytest.approx(LAUNCH + 2e7 / B.memory_bandwidth_gbps / 0.55, rel=1e-9)
+    # A backend the GPU never ran takes the family's curve, which covers the size.
+    other = project(small.assign(backend="cudnn"), cal, B).set_index("case_id").loc["d1"]
+    assert other["calibration_level"] == "family-dtype curve" and other["efficiency"] == pytest.approx(0.02)
+
+
 def test_a_family_a_gpu_never_measured_takes_another_gpus_curve_and_launch_not_its_regime_curve():
     """GPU A measured on attention alone (at 0.3 of peak, no noop), GPU B on GEMMs (at
     0.6) with a noop: A's GEMMs are priced from B's GEMM curve at B's measured launch

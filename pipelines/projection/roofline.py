@@ -16,9 +16,10 @@ reaches. It is calibrated on measured hardware and assumed to carry over to the 
 calibration hardware keeps its own (level `case`); any other case, or one whose binding
 roof differs on the target (memory-bound here, compute-bound there), reads it from the
 efficiency-against-work curve of its family, backend and dtype, else its family and
-dtype, else its family (held flat beyond the sizes measured), else, for a family never
-measured, its regime's curve over every family (Hockney's observation: efficiency grows
-with problem size towards a plateau). A GPU measured on some families only takes the
+dtype, else its family, else, for a family never measured, its regime's curve over every
+family (Hockney's observation: efficiency grows with problem size towards a plateau).
+The finest curve measured is used even beyond the sizes it covers (held flat there,
+"extrapolated"): a coarser one pools implementations that differ more than sizes do. A GPU measured on some families only takes the
 curves of the others from the most-measured other GPU of its device kind (`calibrate`'s
 `fallback`, as `perflake model` does) before falling back on the regime's curve.
 
@@ -213,19 +214,16 @@ def _efficiency(cal: Calibration, row) -> tuple[float, str]:
     own = cal.cases.loc[row.case_id] if row.case_id in cal.cases.index else None
     if own is not None and own["regime"] == row.regime:
         return float(own["efficiency"]), "case"
-    # The finest group whose measured sizes cover this case; else the finest group at all
-    # (its curve held flat beyond its range, the level saying "extrapolated").
-    found = [(level, cal.curves[level][key]) for level, cols in _GROUPS.items()
-             if (key := tuple(getattr(row, c) for c in cols)) in cal.curves[level]]
-    # A family's own curve, even held flat beyond its sizes, before the regime's, which
-    # pools other families (attention's efficiency priced GEMMs 53 % slow: NOTES-model).
-    found = [f for f in found if f[0] != "regime"] or found
-    for level, curve in found:
-        if curve.covers(row.work):
-            return curve(row.work), f"{level} curve"
-    if found:
-        level, curve = found[0]
-        return curve(row.work), f"{level} curve, extrapolated"
+    # The finest group measured, its curve held flat beyond its sizes (the level saying
+    # "extrapolated"), before a coarser one that covers the size: a coarser curve pools
+    # other implementations, which differ by more than a size does (the regime's pools
+    # other families: attention's efficiency priced GEMMs 53 % slow; a family's pools its
+    # backends: the real H200's small sdpa-math calls, 1-2 % of the roof, priced a flash
+    # decode call 15 times slow: NOTES-model).
+    for level, cols in _GROUPS.items():
+        curve = cal.curves[level].get(tuple(getattr(row, c) for c in cols))
+        if curve is not None:
+            return curve(row.work), f"{level} curve" + ("" if curve.covers(row.work) else ", extrapolated")
     if own is not None:  # the regime flipped and nothing of the other regime was measured
         return float(own["efficiency"]), "case (other regime)"
     return math.nan, "uncalibrated"
