@@ -163,8 +163,9 @@ def _run(args: argparse.Namespace) -> int:
         paths = run_shard(suite, spec, args.out, rule=rule, injections=injections,
                           progress=lambda m: print(m, file=sys.stderr, flush=True))
     except ShardStopped as e:
-        print(f"{e}: the measured part is in {args.out} (the other cases are recorded as stopped)",
-              file=sys.stderr)
+        rest = ("the other cases are recorded as stopped" if e.measured < e.planned
+                else "the signal came after the last case: every case was measured")
+        print(f"{e}: the measured part is in {args.out} ({rest})", file=sys.stderr)
         print(json.dumps({k: str(v) for k, v in e.paths.items()}))
         return STOPPED_EXIT
     print(json.dumps({k: str(v) for k, v in paths.items()}))

@@ -167,3 +167,22 @@ def test_a_cpu_thread_count_under_one_is_refused_before_anything_is_written(tmp_
     with pytest.raises(DeviceError, match="cpu threads"):
         _run_env(tmp_path / "o", "cpu", cpu_threads=0)
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("measured, says", [(2, "(the other cases are recorded as stopped)"),
+                                            (3, "(the signal came after the last case: every case was measured)")])
+def test_a_stopped_run_says_whether_cases_were_left_unmeasured(tmp_path, capsys, monkeypatch, measured, says):
+    """A SIGTERM after the last case still stops the run (exit 3), but no case was
+    stopped: the line must not say that some were."""
+    import signal
+
+    from kernels_bench import __main__ as cli
+    from kernels_bench.runner import STOPPED_EXIT, ShardStopped
+
+    def stopped(*args, **kwargs):
+        raise ShardStopped(signal.SIGTERM, measured, 3, {"runs": tmp_path / "run.parquet"})
+
+    monkeypatch.setattr(cli, "run_shard", stopped)
+    assert main(["run", "--suite", "cpu-smoke", "--device", "cpu", "--out", str(tmp_path / "out")]) == STOPPED_EXIT
+    err = capsys.readouterr().err
+    assert f"stopped by SIGTERM after {measured} of 3 cases" in err and says in err
