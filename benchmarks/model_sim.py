@@ -21,8 +21,9 @@ there is no truth for a whole step, so each GPU's measured cases of the hidden f
 are priced, against their measured medians.
 
 `--cross`: on the lake's real measurements, each real GPU's cases that another real GPU
-never ran, projected from that other GPU's calibration alone (`perflake project
---source`), against their measured medians; by family and by the calibration level each
+never ran, projected from that other GPU's calibration as `perflake project --source`
+makes it (the families it never measured from a third GPU, never the target), against
+their measured medians; by family and by the calibration level each
 projection took (its `calibration_level`).
 """
 from __future__ import annotations
@@ -127,17 +128,18 @@ def hide_real(families: list[str]) -> int:
 
 def cross_real() -> int:
     """Each real GPU's cases that another real GPU never ran, projected from that GPU."""
-    from pipelines.projection.roofline import measured_cases, project
+    from pipelines.projection.roofline import calibrate_source, measured_cases, project
 
     with Frames(Lake.from_env()) as frames:
         measured = {sku: measured_cases(frames, sku, device_kind="gpu") for sku in _real_skus(frames)}
+        pairs = {(a, b): calibrate_source(frames, a, "gpu", target=b)[1] for a in measured for b in measured if a != b}
     print(f"REAL measurements, lake {Lake.from_env().root}: cases a GPU never ran, projected onto the GPU that "
-          f"did from the first GPU's calibration alone, against their measured medians")
-    for source, target in ((a, b) for a in measured for b in measured if a != b):
+          f"did from the first GPU's calibration (a third GPU's curves for the families it never measured), "
+          f"against their measured medians")
+    for (source, target), cal in pairs.items():
         cases = measured[target][~measured[target]["case_id"].isin(measured[source]["case_id"])]
         if cases.empty:
             continue
-        cal = calibrate(measured[source], hardware(source), "gpu")
         p = project(cases.assign(source_median_ns=float("nan")), cal, hardware(target))
         p["error_%"] = (p["projected_ns"] / p["case_id"].map(cases.set_index("case_id")["median_ns"]) - 1) * 100
         err = p["error_%"]

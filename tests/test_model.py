@@ -389,3 +389,38 @@ def test_a_workload_projected_before_its_gpu_was_measured_is_scored_once_it_is_a
     out = capsys.readouterr().out
     assert b200 in out and a100 not in out and "SIMULATED" in out
     assert f"median |error| {abs(row['error_pct']):.1f} % over 1 projections" in out
+
+
+def test_a_gpu_measured_on_some_families_calibrates_the_others_from_a_third_gpu_never_the_target(tmp_path):
+    """The real H100 measured attention alone; the H200 GEMMs. Projecting from the H100
+    (`perflake project --source`, or the model on an unmeasured GPU) takes the GEMM
+    curve from the H200, as `perflake model` on the H100 does, unless the H200 is the
+    target: its measurements score the projections, so they must not make them."""
+    from kernels_bench.kernels import kernel_for
+    from pipelines.projection.roofline import calibrate_source
+    from pipelines.warehouse.frames import Frames
+    from schemas.tables import CASE_STATS, CASES
+
+    att = Case.make("attention", "sdpa", "sdpa-flash", "bf16", batch=1, heads=32, kv_heads=8, head_dim=128, q_len=2048,
+                    kv_len=2048, causal=True)
+    gemm = Case.make("gemm", "matmul", "torch", "bf16", m=4096, n=4096, k=4096)
+    lake = Lake(tmp_path)
+    for sku, pool, case in (("H100-SXM5-80GB", "h100", att), ("H200-SXM-141GB", "h200", gemm)):
+        row = {**{col: None for col in CASE_STATS.column_names}, "run_id": f"r-{pool}", "case_id": case.case_id,
+               "attempt": 1, "family": case.family, "kernel": case.kernel, "backend": case.backend,
+               "dtype": case.dtype, "device_kind": "gpu", "gpu_sku": sku, "status": "ok", "median_ns": 1e6,
+               "flops_per_call": kernel_for(case.kernel).flops(case), "bytes_per_call": kernel_for(case.kernel).bytes(case)}
+        part = lake.warehouse / "case_stats" / "dt=2035-01-02" / f"pool={pool}"
+        part.mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist([row], CASE_STATS.arrow_schema(with_partitions=False)), part / "p.parquet")
+    (lake.warehouse / "cases").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([{**{col: None for col in CASES.column_names}, "case_id": c.case_id,
+                                          "family": c.family, "kernel": c.kernel, "backend": c.backend,
+                                          "dtype": c.dtype, "params": [(k, str(v)) for k, v in c.params]}
+                                         for c in (att, gemm)], CASES.arrow_schema()), lake.warehouse / "cases" / "p.parquet")
+    with Frames(lake) as frames:
+        src, onto_b200 = calibrate_source(frames, H100, "gpu", target="B200-SXM-180GB")
+        _, onto_h200 = calibrate_source(frames, H100, "gpu", target="H200-SXM-141GB")
+    assert src["case_id"].tolist() == [att.case_id]
+    assert "efficiency of gemm from H200-SXM-141GB" in onto_b200.source and ("gemm", "compute") in onto_b200.curves["family"]
+    assert "efficiency of gemm" not in onto_h200.source and ("gemm", "compute") not in onto_h200.curves["family"]

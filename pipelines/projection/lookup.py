@@ -132,7 +132,7 @@ def load_lookup(frames, sku: str, *, device_kind: str | None = None, torch_versi
     calibration: on `sku` itself when it was measured, else on the most-measured other
     catalog GPU of the same device kind, else none."""
     from kernels_bench.hardware import hardware
-    from pipelines.projection.roofline import calibrate, measured_cases, pick_source
+    from pipelines.projection.roofline import calibrate, calibrate_source, measured_cases, pick_source
     from pipelines.warehouse.frames import any_of, case_stats
 
     hardware(sku)  # an unknown SKU is an error naming the catalog
@@ -175,7 +175,7 @@ def load_lookup(frames, sku: str, *, device_kind: str | None = None, torch_versi
             cal = calibrate(newest(history), hardware(sku), device_kind, fallback.as_of() if fallback else None)
         else:
             source, kind = pick_source(frames, sku, device_kind)
-            cal = calibrate(measured_cases(frames, source, device_kind=kind), hardware(source), kind)
+            _, cal = calibrate_source(frames, source, kind, target=sku)
             device_kind = device_kind or kind
     except ValueError:
         cal = None

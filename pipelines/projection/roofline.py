@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from kernels_bench.hardware import Hardware, roofs_ns
+from kernels_bench.hardware import Hardware, hardware, roofs_ns
 
 MODEL = "roofline-efficiency-v1"
 # The floor only keeps an efficiency positive (its log finite): a latency-bound call keeps
@@ -327,9 +327,10 @@ def unmeasured_skus(frames) -> list[str]:
     return sorted(sku for sku, hw in load_catalog().items() if hw.device_kind == "gpu" and sku not in seen)
 
 
-def pick_source(frames, target: str, device_kind: str | None) -> tuple[str, str]:
-    """The measured (sku, device kind) with the most cases, other than the target; an
-    error when that hardware was measured both for real and simulated (never mixed)."""
+def pick_source(frames, target: str, device_kind: str | None, exclude=()) -> tuple[str, str]:
+    """The measured (sku, device kind) with the most cases, other than the target (and
+    the GPUs in `exclude`); an error when that hardware was measured both for real and
+    simulated (never mixed)."""
     from kernels_bench.hardware import load_catalog
 
     if not frames.has("case_stats"):
@@ -337,12 +338,27 @@ def pick_source(frames, target: str, device_kind: str | None) -> tuple[str, str]
     where = "status = 'ok'" + (" AND device_kind = ?" if device_kind else "")
     counts = frames.sql(f"SELECT gpu_sku, device_kind, count(DISTINCT case_id) AS cases FROM perf.case_stats "
                         f"WHERE {where} GROUP BY gpu_sku, device_kind", [device_kind] if device_kind else [])
-    counts = counts[counts["gpu_sku"].isin(load_catalog()) & (counts["gpu_sku"] != target)] if not counts.empty \
-        else counts
+    counts = counts[counts["gpu_sku"].isin(load_catalog()) & ~counts["gpu_sku"].isin([target, *exclude])] \
+        if not counts.empty else counts
     if counts.empty:
         raise ValueError(f"no measured catalog GPU to calibrate from (other than {target}); measure one first")
     best = counts.sort_values("cases", ascending=False).iloc[0]
     return str(best["gpu_sku"]), str(best["device_kind"])
+
+
+def calibrate_source(frames, source: str, device_kind: str, *, target: str, dates=None,
+                     pools=None) -> tuple[pd.DataFrame, Calibration]:
+    """(`source`'s measured cases within `dates` and `pools`, its calibration). The families
+    it never measured take the curves of the most-measured other GPU of its device kind,
+    as `perflake model` calibrates a partly measured GPU (`calibrate`'s `fallback`), but
+    never the target's: its measurements are what the projections are scored against."""
+    src = measured_cases(frames, source, device_kind=device_kind, dates=dates, pools=pools)
+    try:
+        other, _ = pick_source(frames, target, device_kind, exclude=(source,))
+        fallback = (measured_cases(frames, other, device_kind=device_kind), hardware(other))
+    except ValueError:  # no third GPU of this kind measured
+        fallback = None
+    return src, calibrate(src, hardware(source), device_kind, fallback)
 
 
 def project_job(lake, target: str, *, source: str | None = None, device_kind: str | None = None,
@@ -352,7 +368,6 @@ def project_job(lake, target: str, *, source: str | None = None, device_kind: st
     """Project every case onto `target` (a case projected before keeps that projection
     unless `recalibrate`), attach the target's measurements where they exist, write
     perf.projections; returns (the projection rows, the error summary per family)."""
-    from kernels_bench.hardware import hardware
     from pipelines.warehouse.frames import Frames
     from pipelines.config.progress import Progress
     from pipelines.projection.lookup import choose_kind
@@ -372,8 +387,8 @@ def project_job(lake, target: str, *, source: str | None = None, device_kind: st
                       + (f"; {note}" if note else ""))
         existing = frames.table("projections", "target_sku = ? AND source_sku = ? AND device_kind = ?",
                                 params=[target, source, device_kind])
-        src = measured_cases(frames, source, device_kind=device_kind, dates=source_dates, pools=source_pools)
-        cal = calibrate(src, hardware(source), device_kind)
+        src, cal = calibrate_source(frames, source, device_kind, target=target, dates=source_dates,
+                                    pools=source_pools)
         todo = src.assign(source_median_ns=src["median_ns"]) if cases == "source" else _all_cases(frames, src)
         if not existing.empty and not recalibrate:  # projections stay as first made; new cases are added
             todo = todo[~todo["case_id"].isin(existing["case_id"])]
