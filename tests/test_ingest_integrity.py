@@ -439,3 +439,53 @@ def test_a_shard_s_rows_compare_alike_in_any_order_and_unlike_on_one_changed_val
     assert compare({**landed, "samples": samples.slice(0, 3)}, landed) == "less"
     more = pa.concat_tables([samples, samples.slice(0, 1).set_column(3, "iteration", pa.array([2]))])
     assert compare({**landed, "samples": more}, landed) == "more"
+
+
+# --------------------------------------------------------------------------- one run, one night
+
+def _midnight_shards(tmp_path: Path) -> list[Path]:
+    """Two shards of one run, started either side of midnight UTC."""
+    out = []
+    for shard, started in ((0, dt.datetime(2032, 2, 29, 23, 50, tzinfo=dt.timezone.utc)),
+                           (1, dt.datetime(2032, 3, 1, 0, 10, tzinfo=dt.timezone.utc))):
+        rows = shard_rows("r-midnight", shard=shard, started=started)
+        rows["runs"][0]["num_shards"] = 2
+        out.append(write_shard(tmp_path / f"s{shard}", rows))
+    return out
+
+
+def test_the_shards_of_a_run_that_crossed_midnight_land_on_one_night_in_one_call(tmp_path, lake):
+    """Each night's mine publishes the cases landed under it: a run split over two nights
+    had its cases published on both (found by a red-team: 36 case_stats rows for 18)."""
+    report = run(_midnight_shards(tmp_path), lake)
+    assert report.ok, report.issues
+    assert lake_rows(lake, "samples") == {("2032-02-29", "dq-a", "r-midnight", 0): 10,
+                                          ("2032-02-29", "dq-a", "r-midnight", 1): 10}
+    assert any("lands on night 2032-02-29 with the other shards of run r-midnight" in n for n in report.notices)
+
+
+def test_a_shard_ingested_after_its_runs_other_shards_lands_on_their_night(tmp_path, lake):
+    first, second = _midnight_shards(tmp_path)
+    assert run(first, lake).ok
+    report = run(second, lake)
+    assert report.ok, report.issues
+    assert lake_rows(lake, "runs") == {("2032-02-29", "dq-a", "r-midnight", 0): 1,
+                                       ("2032-02-29", "dq-a", "r-midnight", 1): 1}
+    assert any("where run r-midnight's other shards landed (it names 2032-03-01)" in n for n in report.notices)
+
+
+@pytest.mark.parametrize("padding", ["exact repeats", "another run's rows"])
+def test_samples_padded_to_the_claimed_count_are_an_incomplete_shard(tmp_path, lake, padding):
+    """Case 0 claims 6 samples and holds 3, padded to 6 rows: the padding stands in for
+    no sample, so the shard is refused as short, not landed with 3 (exit 0 before, for
+    exact repeats) or with every row set aside."""
+    rows = shard_rows("r-pad", samples=6)
+    case0 = rows["samples"][0]["case_id"]
+    keep = [r for r in rows["samples"] if r["case_id"] != case0 or r["iteration"] < 3]
+    pad = [dict(r) if padding == "exact repeats" else {**r, "run_id": "someone-else"}
+           for r in keep if r["case_id"] == case0]
+    rows["samples"] = keep + pad
+    report = run(write_shard(tmp_path / "pad", rows), lake)
+    assert not report.ok and lake_rows(lake, "samples") == {}
+    assert (f"(case {case0}, status ok) claims n_samples 6 (field n_samples), the samples file holds 3 of this "
+            f"run's samples for it (6 rows, counting repeats and other runs' rows)") in report.issues[0].reason

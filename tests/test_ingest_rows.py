@@ -229,7 +229,7 @@ def test_a_shard_with_a_few_bad_rows_judges_only_those_row_by_row_and_lands_what
     smp[17]["device_kind"] = "simulated"                       # another
     smp.insert(30, dict(smp[29]))                              # an exact repeat: lands once
     smp.insert(50, {**smp[49], "latency_ns": 777})             # the same key, other values: set aside
-    smp[60].update(case_id=smp[5]["case_id"], iteration=5)     # the key of the bad row 5: this copy lands
+    smp.insert(60, {**smp[5], "latency_ns": 1005})             # the key of the bad row 5: this copy lands
     (arrow_report, arrow, arrow_objects), (row_report, by_row, row_objects) = _landed_both_ways(
         tmp_path, monkeypatch, rows, "mixed")
     reasons = sorted(i.reason for i in row_report.issues)
@@ -237,5 +237,5 @@ def test_a_shard_with_a_few_bad_rows_judges_only_those_row_by_row_and_lands_what
     assert sorted(r.split(":")[0] for r in reasons) == ["row 17", "row 5", "row 50"]
     assert [n.replace("-True", "") for n in arrow_report.notices] == [n.replace("-False", "") for n in row_report.notices]
     assert any("1 rows repeat another row exactly" in n for n in arrow_report.notices)
-    assert arrow.equals(by_row) and arrow.num_rows == 82 - 3 - 1
-    assert row_objects == 82 and arrow_objects == 7  # rows 5, 17, 29-30, 49-50 and 60
+    assert arrow.equals(by_row) and arrow.num_rows == 83 - 3 - 1
+    assert row_objects == 83 and arrow_objects == 7  # rows 5, 17, 29-30, 49-50 and 60

@@ -58,6 +58,12 @@ def landed_copies(lake: Lake, run_id: str, shard: int) -> list[LandedCopy]:
             for (dt, pool), files in sorted(found.items())]
 
 
+def run_nights(lake: Lake, run_id: str) -> list[str]:
+    """The nights (dt) under which any file of any shard of the run has landed."""
+    return sorted({f.parents[2].name.removeprefix("dt=") for kind in LAND_ORDER
+                   for f in (lake.landing / kind).glob(f"dt=*/pool=*/run_id={run_id}/shard-*.parquet")})
+
+
 def _rows(table: pa.Table | None, ignore: tuple[str, ...] = ()) -> Counter:
     if table is None:
         return Counter()

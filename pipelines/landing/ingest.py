@@ -38,7 +38,7 @@ from pathlib import Path
 from pipelines.config.lake import Lake, safe_date, safe_name
 from pipelines.landing import reading
 from pipelines.landing.files import LAND_ORDER, atomic_write, shard_lock
-from pipelines.landing.identity import LandedCopy, compare, landed_copies
+from pipelines.landing.identity import LandedCopy, compare, landed_copies, run_nights
 from pipelines.landing.inputs import Shard, discover
 from pipelines.landing.prepare import prepare
 from pipelines.landing.records import (identity_lock, manifest_has, one_line, quarantine_records, record_landed,
@@ -86,6 +86,7 @@ def ingest(paths: list[str | Path], lake: Lake, *, pool: str | None = None, date
     shards = reading.read(ctx, files)
     for shard in shards:
         ctx.guard(shard, shard.source, prepare, ctx, shard)
+    _one_night_per_run([s for s in shards if s.refusal is None and s.run])
     # Whole copies first, then later attempts, then fuller copies: a partial or shorter copy
     # of one shard in the same call is judged against the whole or fuller one (as it would
     # be in a later call), not the other way round.
@@ -97,6 +98,23 @@ def ingest(paths: list[str | Path], lake: Lake, *, pool: str | None = None, date
             ctx.refuse_shard(shard)
     ctx.finish()
     return report
+
+
+def _one_night_per_run(shards: list[Shard]) -> None:
+    """The shards of one run in this call land on one night, the earliest any of them
+    names: a run whose shards started either side of midnight would otherwise land on two
+    nights, and each night's mine would publish its cases (`_Call.land` does the same
+    against the shards of the run that landed before)."""
+    nights: dict[str, str] = {}
+    for s in shards:
+        rid = s.run["run_id"]
+        nights[rid] = min(nights.get(rid, s.dt), s.dt)
+    for s in shards:
+        night = nights[s.run["run_id"]]
+        if s.dt != night:
+            s.notices.append(f"{s.source}: lands on night {night} with the other shards of run "
+                             f"{s.run['run_id']} in this call (it names {s.dt}): a run is mined on one night")
+            s.dt = night
 
 
 class ArgumentError(ValueError):
@@ -214,6 +232,12 @@ class _Call:
                     shard.notices.append(f"{shard.source}: attempt {attempt} replaces attempt {landed_attempt} "
                                          f"in {where}")
                 shard.dt, shard.pool = target.dt, target.pool
+            else:  # a shard new to the lake lands on the night its run's other shards landed on
+                nights = run_nights(self.lake, rid)
+                if nights and shard.dt not in nights:
+                    shard.notices.append(f"{shard.source}: lands on night {nights[0]}, where run {rid}'s other "
+                                         f"shards landed (it names {shard.dt}): a run is mined on one night")
+                    shard.dt = nights[0]
             self.write(shard, label)
 
     def hardware_of(self, pool: str | None) -> tuple[str, str] | None:

@@ -5,6 +5,7 @@ and the field; the caller (pipelines/landing/prepare.py) sets the rows aside or 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -108,17 +109,43 @@ def run_problem(runs: pa.Table | None, shard) -> str | None:
 
 
 def unmet_claims(shard) -> str | None:
-    """Why the shard is short of samples its case results claim (None when it is not)."""
+    """Why the shard is short of samples its case results claim (None when it is not).
+    A sample counts once per (case, attempt, iteration), and only as the run's own: an
+    exact repeat, or another run's row, does not stand in for one that is missing (such
+    rows are set aside or skipped later, and the case would land short)."""
     src = shard.kind_files.get("case_results")
+    held = _held_samples(shard)
     for i, r in enumerate(shard.tables["case_results"].to_pylist()):
-        claimed, held = r.get("n_samples") or 0, shard.present.get(r["case_id"], 0)
-        if claimed > held:
+        claimed = r.get("n_samples") or 0
+        have = held.get((r["case_id"], r["attempt"]), 0)
+        if claimed > have:
             unread = [why for where, why, _ in shard.rejects if where.endswith("[samples]")]
             also = (f" ({len(unread)} sample rows could not be read, first: {unread[0]})" if unread else "")
+            rows = shard.present.get(r["case_id"], 0)
+            other = f" ({rows} rows, counting repeats and other runs' rows)" if rows != have else ""
             return (f"incomplete shard: {src} row {i} (case {r['case_id']}, status {r['status']}) claims "
-                    f"n_samples {claimed} (field n_samples), the samples file holds {held} for it{also}; upload "
-                    "the complete samples file")
+                    f"n_samples {claimed} (field n_samples), the samples file holds {have} of this run's "
+                    f"samples for it{other}{also}; upload the complete samples file")
     return None
+
+
+def _held_samples(shard) -> Counter:
+    """{(case_id, attempt): samples} of the shard's run: distinct iterations, and the rows
+    whose values could not be stored (set aside with their reason, still the run's)."""
+    t = shard.tables.get("samples")
+    if t is None or t.num_rows == 0:
+        return Counter()
+    cols = {k: t.column(k).to_pylist() for k in ("run_id", "case_id", "attempt", "iteration")}
+    unstored = shard.skip.get("samples", set())
+    held, seen = Counter(), set()
+    for i, (run_id, case_id, attempt, iteration) in enumerate(zip(*cols.values())):
+        if run_id != shard.run["run_id"]:
+            continue
+        key = (case_id, attempt, iteration)
+        if i in unstored or (iteration is not None and key not in seen):
+            seen.add(key)
+            held[(case_id, attempt)] += 1
+    return held
 
 
 def filter_results(shard, run: dict) -> pa.Table:
