@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from pipelines.warehouse import catalog
 from pipelines.landing.checks import split_files
@@ -185,6 +186,9 @@ def _mine(spark: SparkSession, lake: Lake, dt: str, pools: list[str] | None, pro
     # The night's (dt, mine) partition is this mine's (with the other pools' rows above):
     # written even empty, so that a clean re-mine leaves no rows of the one before.
     catalog.write_partitions(spark, lake, q, QUARANTINE, owned=[(dt, "mine")])
+    # What `perflake ingest` refused for this night (files and rows, each with its reason)
+    # is published beside it, whole on every mine: (dt, ingest).
+    catalog.write_partitions(spark, lake, _ingest_rejects(spark, lake, dt), QUARANTINE, owned=[(dt, "ingest")])
     summary = MineSummary(dt=dt, files=sum(map(len, inputs.values())), files_rejected=len(rejected_files),
                           samples=out["samples"].count(), rows_quarantined=n_quarantined,
                           case_stats=out["stats"].count(),
@@ -242,6 +246,19 @@ def _quarantined_elsewhere(spark: SparkSession, lake: Lake, dt: str, pools: list
         (F.col("dt") == F.lit(dt)) & (F.col("stage") == F.lit("mine")))
     pool = F.regexp_extract(F.col("source"), r"/pool=([^/]+)/", 1)
     return rows.where(~pool.isin(list(pools))).select(*[f.name for f in spark_schema(QUARANTINE).fields])
+
+
+def _ingest_rejects(spark: SparkSession, lake: Lake, dt: str) -> DataFrame:
+    """The rows of the night's ingest quarantine files (pipelines/landing/records.py
+    `write_quarantine`: quarantine/ingest/dt=<dt>/, in the table's columns without its
+    partitions), as perf.quarantine rows of stage `ingest`."""
+    schema = spark_schema(QUARANTINE)
+    files = sorted(str(f) for f in (lake.quarantine / "ingest" / f"dt={dt}").glob("*.parquet"))
+    if not files:
+        return spark.createDataFrame([], schema)
+    stored = [f for f in schema.fields if f.name not in QUARANTINE.partition_by]
+    rows = spark.read.schema(T.StructType(stored)).parquet(*files)
+    return rows.withColumn("dt", F.lit(dt)).withColumn("stage", F.lit("ingest")).select(*schema.fieldNames())
 
 
 def _lap(started: float, before: dict | None = None) -> float:

@@ -326,3 +326,30 @@ def test_each_case_s_series_takes_the_hardware_of_the_shard_that_measured_it(spa
     points = series_points(spark.table("perf.case_stats").where(F.col("pool") == pool), spark.table("perf.runs"))
     assert {r.case_id: (r.hardware_fingerprint, r.driver_version) for r in points.collect()} == {
         c: (fp, driver) for c, (_, fp, driver) in cases.items()}
+
+
+@pytest.mark.slow
+def test_what_ingest_refused_for_a_night_is_in_perf_quarantine_once_the_night_is_mined(spark, lake, tmp_path):
+    """Found by a red-team: the README lists perf.quarantine beside quarantine/ingest/, but
+    ingest's refusals stayed in its files: `perflake sql` could not see them. The mine
+    publishes the night's as stage `ingest`, whole on every mine of the night."""
+    from jobs.mine import mine
+    from pipelines.landing.ingest import ingest
+    from test_ingest import REGISTRY, shard_rows, write_shard
+
+    night = "2036-06-09"
+    rows = shard_rows("peer-ing-1", cases=2, samples=30, started=dt.datetime(2036, 6, 9, 2, tzinfo=dt.timezone.utc))
+    rows["runs"][0]["hardware_fingerprint"] = "peer-ing"  # a series of its own in the session's lake
+    rows["samples"][0]["latency_ns"] = -7
+    report = ingest([write_shard(tmp_path / "in", rows)], lake, registry=REGISTRY, pool="dq-a",
+                    now=dt.datetime(2036, 6, 9, 12, tzinfo=dt.timezone.utc))
+    assert [i.reason for i in report.issues] == ["row 0: latency_ns -7 is not positive (field latency_ns)"]
+
+    def ingest_rows() -> list:
+        return [(r.reason, r.source) for r in spark.sql(
+            f"SELECT reason, source FROM perf.quarantine WHERE dt = '{night}' AND stage = 'ingest'").collect()]
+
+    mine(spark, lake, night, ["dq-a"])
+    assert ingest_rows() == [(report.issues[0].reason, report.issues[0].source)]
+    mine(spark, lake, night, ["dq-a"])  # a re-mine publishes it again, once
+    assert len(ingest_rows()) == 1
