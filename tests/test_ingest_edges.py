@@ -286,3 +286,14 @@ def test_a_pipe_is_named_as_such_and_a_sample_row_without_a_case_is_named_in_the
     pq.write_table(pa.Table.from_pylist(samples), b / "samples.parquet")
     report = run(b, lake)
     assert "1 sample rows could not be read, first: row 0: field case_id is null" in report.issues[-1].reason
+
+
+@pytest.mark.parametrize("rows, says", [(0, "run.parquet holds no row; a shard has exactly one (a shard that never finished?)"),
+                                        (2, "run.parquet holds 2 rows; a shard has exactly one (several shards' run files")])
+def test_a_run_file_without_exactly_one_row_is_refused_saying_what_it_holds(tmp_path, lake, rows, says):
+    from test_ingest import shard_rows, write_shard
+
+    data = shard_rows("r-runs")
+    data["runs"] = data["runs"] * rows
+    report = run(write_shard(tmp_path / "in", data), lake)
+    assert not report.ok and says in report.issues[0].reason

@@ -78,8 +78,11 @@ def _sizes_gb(words: set[str]) -> set[str]:
 def run_problem(runs: pa.Table | None, shard) -> str | None:
     if runs is None:
         return "no run metadata: the shard has no readable run.parquet, so its rows cannot be attributed"
-    if runs.num_rows != 1:
-        return f"run.parquet holds {runs.num_rows} rows; a shard has exactly one (empty shard?)"
+    if runs.num_rows == 0:
+        return "run.parquet holds no row; a shard has exactly one (a shard that never finished?)"
+    if runs.num_rows > 1:
+        return (f"run.parquet holds {runs.num_rows} rows; a shard has exactly one (several shards' run files "
+                "joined into one? ingest each shard's folder as the harness wrote it)")
     if shard.tables.get("case_results") is None or shard.tables["case_results"].num_rows == 0:
         return "empty shard: no case results; re-run the shard or upload its case_results.parquet"
     for name, col in zip(runs.column_names, runs.columns):
