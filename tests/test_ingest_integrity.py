@@ -474,18 +474,32 @@ def test_a_shard_ingested_after_its_runs_other_shards_lands_on_their_night(tmp_p
     assert any("where run r-midnight's other shards landed (it names 2032-03-01)" in n for n in report.notices)
 
 
-@pytest.mark.parametrize("padding", ["exact repeats", "another run's rows"])
-def test_samples_padded_to_the_claimed_count_are_an_incomplete_shard(tmp_path, lake, padding):
-    """Case 0 claims 6 samples and holds 3, padded to 6 rows: the padding stands in for
-    no sample, so the shard is refused as short, not landed with 3 (exit 0 before, for
-    exact repeats) or with every row set aside."""
+def test_samples_padded_with_repeats_to_the_claimed_count_are_an_incomplete_shard(tmp_path, lake):
+    """Case 0 claims 6 samples and holds 3, each twice: a repeat stands in for no sample,
+    so the shard is refused as short, not landed with 3 (exit 0 before: a red-team's
+    250 of 500 samples, padded with exact repeats, landed as complete)."""
     rows = shard_rows("r-pad", samples=6)
     case0 = rows["samples"][0]["case_id"]
     keep = [r for r in rows["samples"] if r["case_id"] != case0 or r["iteration"] < 3]
-    pad = [dict(r) if padding == "exact repeats" else {**r, "run_id": "someone-else"}
-           for r in keep if r["case_id"] == case0]
-    rows["samples"] = keep + pad
+    rows["samples"] = keep + [dict(r) for r in keep if r["case_id"] == case0]
     report = run(write_shard(tmp_path / "pad", rows), lake)
     assert not report.ok and lake_rows(lake, "samples") == {}
-    assert (f"(case {case0}, status ok) claims n_samples 6 (field n_samples), the samples file holds 3 of this "
-            f"run's samples for it (6 rows, counting repeats and other runs' rows)") in report.issues[0].reason
+    assert (f"(case {case0}, status ok) claims n_samples 6 (field n_samples), the samples file holds 3 distinct "
+            f"samples for it (6 rows, counting repeats)") in report.issues[0].reason
+
+
+def test_case_results_whose_ids_do_not_match_their_definitions_are_set_aside_not_published_as_another_case(
+        tmp_path, lake):
+    """Two case results with their definitions swapped (kernel, dtype, params) kept their
+    case ids: a red-team's matmul bf16 row was published as rms_norm fp32. Each such row
+    is set aside with its reason, its samples with it; the rest lands."""
+    rows = shard_rows("r-swap", cases=3, samples=4, dtype="bf16")
+    a, b = rows["case_results"][0], rows["case_results"][1]
+    for field in ("kernel", "backend", "dtype", "params"):
+        a[field], b[field] = b[field], a[field]
+    report = run(write_shard(tmp_path / "swap", rows), lake)
+    reasons = [i.reason for i in report.issues]
+    assert sum(f"case_id {r['case_id']!r} is not the id of the case the row describes" in why
+               for r in (a, b) for why in reasons) == 2
+    assert lake_rows(lake, "case_results") == {("2032-03-01", "dq-a", "r-swap", 0): 1}
+    assert lake_rows(lake, "samples") == {("2032-03-01", "dq-a", "r-swap", 0): 4}

@@ -113,9 +113,10 @@ def run_problem(runs: pa.Table | None, shard) -> str | None:
 
 def unmet_claims(shard) -> str | None:
     """Why the shard is short of samples its case results claim (None when it is not).
-    A sample counts once per (case, attempt, iteration), and only as the run's own: an
-    exact repeat, or another run's row, does not stand in for one that is missing (such
-    rows are set aside or skipped later, and the case would land short)."""
+    A sample counts once per (case, attempt, iteration): a repeat of one does not stand in
+    for one that is missing (it lands once, and the case would land short). A row set
+    aside for a value (another run_id among them) still counts: it is named in the
+    quarantine with its reason."""
     src = shard.kind_files.get("case_results")
     held = _held_samples(shard)
     for i, r in enumerate(shard.tables["case_results"].to_pylist()):
@@ -125,16 +126,16 @@ def unmet_claims(shard) -> str | None:
             unread = [why for where, why, _ in shard.rejects if where.endswith("[samples]")]
             also = (f" ({len(unread)} sample rows could not be read, first: {unread[0]})" if unread else "")
             rows = shard.present.get(r["case_id"], 0)
-            other = f" ({rows} rows, counting repeats and other runs' rows)" if rows != have else ""
+            other = f" ({rows} rows, counting repeats)" if rows != have else ""
             return (f"incomplete shard: {src} row {i} (case {r['case_id']}, status {r['status']}) claims "
-                    f"n_samples {claimed} (field n_samples), the samples file holds {have} of this run's "
-                    f"samples for it{other}{also}; upload the complete samples file")
+                    f"n_samples {claimed} (field n_samples), the samples file holds {have} distinct samples "
+                    f"for it{other}{also}; upload the complete samples file")
     return None
 
 
 def _held_samples(shard) -> Counter:
-    """{(case_id, attempt): samples} of the shard's run: distinct iterations, and the rows
-    whose values could not be stored (set aside with their reason, still the run's)."""
+    """{(case_id, attempt): samples}: distinct (run, iteration) keys, and the rows whose
+    values could not be stored (set aside with their reason)."""
     t = shard.tables.get("samples")
     if t is None or t.num_rows == 0:
         return Counter()
@@ -142,9 +143,7 @@ def _held_samples(shard) -> Counter:
     unstored = shard.skip.get("samples", set())
     held, seen = Counter(), set()
     for i, (run_id, case_id, attempt, iteration) in enumerate(zip(*cols.values())):
-        if run_id != shard.run["run_id"]:
-            continue
-        key = (case_id, attempt, iteration)
+        key = (run_id, case_id, attempt, iteration)
         if i in unstored or (iteration is not None and key not in seen):
             seen.add(key)
             held[(case_id, attempt)] += 1
@@ -162,11 +161,36 @@ def filter_results(shard, run: dict) -> pa.Table:
                 why = f"row {i}: unknown kernel {r['kernel']!r} (field kernel); known: {sorted(KERNELS)}"
             elif r["dtype"] not in DTYPE_BYTES:
                 why = f"row {i}: unknown dtype {r['dtype']!r} (field dtype); known: {sorted(DTYPE_BYTES)}"
+            elif (described := described_case_id(r)) != r["case_id"]:
+                why = (f"row {i}: case_id {r['case_id']!r} is not the id of the case the row describes "
+                       f"({r['kernel']}[{r['backend']},{r['dtype']}] with its params is {described!r}) (field "
+                       "case_id); its rows would be published as another case's: re-export it from the harness")
         return why
 
     table = _no_reading(shard, shard.tables["case_results"], "case_results")
     keep = _keep(shard, "case_results", table.to_pylist(), ("run_id", "case_id", "attempt"), problem)
     return pa.Table.from_pylist(keep, schema=table.schema)
+
+
+def described_case_id(r: dict) -> str:
+    """The case id of the case a case_results row describes: its family, kernel, backend,
+    dtype and params, the params read back from the strings the harness wrote them as
+    (`kernels_bench.case.Case.case_id` hashes the values: 128, False, 1e-06)."""
+    from kernels_bench.case import Case
+
+    params = r.get("params") or {}
+    items = params.items() if isinstance(params, dict) else params
+    return Case.make(r["family"], r["kernel"], r["backend"], r["dtype"],
+                     **{k: _param_value(v) for k, v in items}).case_id
+
+
+def _param_value(text: str):
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except (TypeError, ValueError):
+            pass
+    return {"True": True, "False": False, "None": None}.get(text, text)
 
 
 # Telemetry a device may not report: NaN there is "no reading", landed as null.
