@@ -135,18 +135,22 @@ def unmet_claims(shard) -> str | None:
 
 def _held_samples(shard) -> Counter:
     """{(case_id, attempt): samples}: distinct (run, iteration) keys, and the rows whose
-    values could not be stored (set aside with their reason)."""
+    values could not be stored (set aside with their reason). In Arrow: a shard may hold
+    a million samples (benchmarks/NOTES-scale.md)."""
     t = shard.tables.get("samples")
     if t is None or t.num_rows == 0:
         return Counter()
-    cols = {k: t.column(k).to_pylist() for k in ("run_id", "case_id", "attempt", "iteration")}
-    unstored = shard.skip.get("samples", set())
-    held, seen = Counter(), set()
-    for i, (run_id, case_id, attempt, iteration) in enumerate(zip(*cols.values())):
-        key = (run_id, case_id, attempt, iteration)
-        if i in unstored or (iteration is not None and key not in seen):
-            seen.add(key)
-            held[(case_id, attempt)] += 1
+    keys = ["run_id", "case_id", "attempt", "iteration"]
+    unstored = np.zeros(t.num_rows, dtype=bool)
+    unstored[sorted(shard.skip.get("samples", ()))] = True
+    k = t.select(keys)
+    stored = k.filter(pa.array(~unstored))
+    distinct = stored.filter(pc.is_valid(stored["iteration"])).group_by(keys).aggregate([])
+    held = Counter()
+    for part in (distinct, k.filter(pa.array(unstored))):
+        counts = part.group_by(["case_id", "attempt"]).aggregate([([], "count_all")])
+        for case_id, attempt, n in zip(*(counts.column(c).to_pylist() for c in ("case_id", "attempt", "count_all"))):
+            held[(case_id, attempt)] += n
     return held
 
 
