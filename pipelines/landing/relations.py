@@ -113,7 +113,7 @@ def run_problem(runs: pa.Table | None, shard) -> str | None:
 
 def unmet_claims(shard) -> str | None:
     """Why the shard is short of samples its case results claim (None when it is not).
-    A sample counts once per (case, attempt, iteration): a repeat of one does not stand in
+    A sample counts once per (run_id, case, attempt, iteration): a repeat does not stand in
     for one that is missing (it lands once, and the case would land short). A row set
     aside for a value (another run_id among them) still counts: it is named in the
     quarantine with its reason."""
@@ -134,9 +134,9 @@ def unmet_claims(shard) -> str | None:
 
 
 def _held_samples(shard) -> Counter:
-    """{(case_id, attempt): samples}: distinct (run, iteration) keys, and the rows whose
-    values could not be stored (set aside with their reason). In Arrow: a shard may hold
-    a million samples (benchmarks/NOTES-scale.md)."""
+    """{(case_id, attempt): samples}: its distinct (run_id, iteration) keys, and its rows
+    whose values could not be stored (set aside with their reason). In Arrow: a shard may
+    hold a million samples (benchmarks/NOTES-scale.md)."""
     t = shard.tables.get("samples")
     if t is None or t.num_rows == 0:
         return Counter()

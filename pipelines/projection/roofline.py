@@ -19,9 +19,10 @@ efficiency-against-work curve of its family, backend and dtype, else its family 
 dtype, else its family, else, for a family never measured, its regime's curve over every
 family (Hockney's observation: efficiency grows with problem size towards a plateau).
 The finest curve measured is used even beyond the sizes it covers (held flat there,
-"extrapolated"): a coarser one pools implementations that differ more than sizes do. A GPU measured on some families only takes the
-curves of the others from the most-measured other GPU of its device kind (`calibrate`'s
-`fallback`, as `perflake model` does) before falling back on the regime's curve.
+"extrapolated"): a coarser one pools implementations that differ more than sizes do.
+A GPU measured on some families only takes the curves of the others from the
+most-measured other GPU of its device kind (`calibrate`'s `fallback`, as `perflake
+model` and `calibrate_source` do) before falling back on the regime's curve.
 
 Pure functions over pandas frames, then `project_job` / `score_job`: read the published
 tables, write `perf.projections` (replace by key), and say how far off they were.
