@@ -137,9 +137,6 @@ def _write_lake(root: Path, sku: str = H100, kind: str = "simulated", scale: flo
     step S but the QKV GEMM and the LM head, at KNOWN_NS; the QKV GEMM's neighbours
     n=5120 and n=8192; nothing near the LM head (every median times `scale`). Called
     again on the same root, it adds that kind's measurements."""
-    from kernels_bench.kernels import kernel_for
-    from schemas.tables import CASE_STATS, CASES
-
     calls = {c.op: c.case for c in decompose(W, S)}
     qkv = calls.pop("qkv_proj")
     calls.pop("lm_head")
@@ -148,22 +145,39 @@ def _write_lake(root: Path, sku: str = H100, kind: str = "simulated", scale: flo
         c = Case.make("gemm", "matmul", "torch", "bf16", **{**qkv.p, "n": n})
         cases[c.case_id] = (c, ns)
     lake = Lake(root)
-    stats = [{**{col: None for col in CASE_STATS.column_names}, "run_id": "r1", "case_id": cid, "attempt": 1,
-              "family": c.family, "kernel": c.kernel, "backend": c.backend, "dtype": c.dtype,
-              "device_kind": kind, "gpu_sku": sku, "status": "ok", "median_ns": ns * scale,
-              "flops_per_call": kernel_for(c.kernel).flops(c), "bytes_per_call": kernel_for(c.kernel).bytes(c),
-              "energy_per_call_j": ns * 1e-9 * 500.0} for cid, (c, ns) in cases.items()]
-    part = lake.warehouse / "case_stats" / "dt=2035-01-02" / f"pool={'sim-h100' if kind == 'simulated' else 'h100'}"
+    _write_stats(lake, "sim-h100" if kind == "simulated" else "h100", [
+        {**_stats_row(c, sku, kind, ns * scale), "energy_per_call_j": ns * 1e-9 * 500.0} for c, ns in cases.values()])
+    if not (lake.warehouse / "cases").exists():
+        _write_cases(lake, [c for c, _ in cases.values()])
+    return lake
+
+
+def _stats_row(c: Case, sku: str, kind: str, median_ns: float, run_id: str = "r1") -> dict:
+    """A perf.case_stats row of case `c` measured on `sku` at `median_ns`."""
+    from kernels_bench.kernels import kernel_for
+    from schemas.tables import CASE_STATS
+
+    return {**{col: None for col in CASE_STATS.column_names}, "run_id": run_id, "case_id": c.case_id, "attempt": 1,
+            "family": c.family, "kernel": c.kernel, "backend": c.backend, "dtype": c.dtype, "device_kind": kind,
+            "gpu_sku": sku, "status": "ok", "median_ns": median_ns, "flops_per_call": kernel_for(c.kernel).flops(c),
+            "bytes_per_call": kernel_for(c.kernel).bytes(c)}
+
+
+def _write_stats(lake: Lake, pool: str, rows: list[dict]) -> None:
+    from schemas.tables import CASE_STATS
+
+    part = lake.warehouse / "case_stats" / "dt=2035-01-02" / f"pool={pool}"
     part.mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist(stats, CASE_STATS.arrow_schema(with_partitions=False)), part / "p.parquet")
-    rows = [{**{col: None for col in CASES.column_names}, "case_id": cid, "family": c.family, "kernel": c.kernel,
-             "backend": c.backend, "dtype": c.dtype, "params": [(k, str(v)) for k, v in c.params]}
-            for cid, (c, _) in cases.items()]
-    if (lake.warehouse / "cases").exists():
-        return lake
+    pq.write_table(pa.Table.from_pylist(rows, CASE_STATS.arrow_schema(with_partitions=False)), part / "p.parquet")
+
+
+def _write_cases(lake: Lake, cases: list[Case]) -> None:
+    from schemas.tables import CASES
+
+    rows = [{**{col: None for col in CASES.column_names}, "case_id": c.case_id, "family": c.family, "kernel": c.kernel,
+             "backend": c.backend, "dtype": c.dtype, "params": [(k, str(v)) for k, v in c.params]} for c in cases]
     (lake.warehouse / "cases").mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(rows, CASES.arrow_schema()), lake.warehouse / "cases" / "p.parquet")
-    return lake
 
 
 @pytest.fixture(scope="module")
@@ -396,28 +410,16 @@ def test_a_gpu_measured_on_some_families_calibrates_the_others_from_a_third_gpu_
     (`perflake project --source`, or the model on an unmeasured GPU) takes the GEMM
     curve from the H200, as `perflake model` on the H100 does, unless the H200 is the
     target: its measurements score the projections, so they must not make them."""
-    from kernels_bench.kernels import kernel_for
     from pipelines.projection.roofline import calibrate_source
     from pipelines.warehouse.frames import Frames
-    from schemas.tables import CASE_STATS, CASES
 
     att = Case.make("attention", "sdpa", "sdpa-flash", "bf16", batch=1, heads=32, kv_heads=8, head_dim=128, q_len=2048,
                     kv_len=2048, causal=True)
     gemm = Case.make("gemm", "matmul", "torch", "bf16", m=4096, n=4096, k=4096)
     lake = Lake(tmp_path)
     for sku, pool, case in (("H100-SXM5-80GB", "h100", att), ("H200-SXM-141GB", "h200", gemm)):
-        row = {**{col: None for col in CASE_STATS.column_names}, "run_id": f"r-{pool}", "case_id": case.case_id,
-               "attempt": 1, "family": case.family, "kernel": case.kernel, "backend": case.backend,
-               "dtype": case.dtype, "device_kind": "gpu", "gpu_sku": sku, "status": "ok", "median_ns": 1e6,
-               "flops_per_call": kernel_for(case.kernel).flops(case), "bytes_per_call": kernel_for(case.kernel).bytes(case)}
-        part = lake.warehouse / "case_stats" / "dt=2035-01-02" / f"pool={pool}"
-        part.mkdir(parents=True)
-        pq.write_table(pa.Table.from_pylist([row], CASE_STATS.arrow_schema(with_partitions=False)), part / "p.parquet")
-    (lake.warehouse / "cases").mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist([{**{col: None for col in CASES.column_names}, "case_id": c.case_id,
-                                          "family": c.family, "kernel": c.kernel, "backend": c.backend,
-                                          "dtype": c.dtype, "params": [(k, str(v)) for k, v in c.params]}
-                                         for c in (att, gemm)], CASES.arrow_schema()), lake.warehouse / "cases" / "p.parquet")
+        _write_stats(lake, pool, [_stats_row(case, sku, "gpu", 1e6, run_id=f"r-{pool}")])
+    _write_cases(lake, [att, gemm])
     with Frames(lake) as frames:
         src, onto_b200 = calibrate_source(frames, H100, "gpu", target="B200-SXM-180GB")
         _, onto_h200 = calibrate_source(frames, H100, "gpu", target="H200-SXM-141GB")
